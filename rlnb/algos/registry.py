@@ -1,0 +1,70 @@
+"""Registries: the one place where an algorithm's *name* turns into a function.
+
+A registry is a dict with a ``register(name)`` decorator. Looking up an unknown name raises a
+``KeyError`` that lists the known names and suggests the closest one. Names are resolved once, when a
+``Trainer`` is built from a ``Recipe``; nothing downstream branches on them.
+
+>>> R = Registry("demo")
+>>> @R.register("double")
+... def double(x, *, k: float = 2.0):
+...     return k * x
+>>> R["double"](3)
+6.0
+>>> R["doubel"]
+Traceback (most recent call last):
+...
+KeyError: "unknown demo 'doubel'; known: ['double'] (did you mean 'double'?)"
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+
+class Registry(dict):
+    """A named ``dict[str, Callable]`` with a ``register`` decorator and helpful lookup errors."""
+
+    def __init__(self, kind: str):
+        super().__init__()
+        self.kind = kind
+
+    def register(self, name: str) -> Callable[[Callable], Callable]:
+        def deco(fn: Callable) -> Callable:
+            if name in self:
+                raise ValueError(f"{self.kind} {name!r} is already registered")
+            fn.registry_name = name
+            self[name] = fn
+            return fn
+
+        return deco
+
+    def __missing__(self, name: str):
+        known = sorted(self)
+        close = difflib.get_close_matches(str(name), known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise KeyError(f"unknown {self.kind} {name!r}; known: {known}{hint}")
+
+    def names(self) -> list[str]:
+        return sorted(self)
+
+
+def hyper_names(fn: Callable) -> list[str]:
+    """The keyword-only parameters of ``fn``: its hyperparameters (tensors are positional)."""
+    params = inspect.signature(fn).parameters.values()
+    return [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
+
+
+def bind(fn: Callable, config: Any, **extra) -> Callable:
+    """``partial(fn, **hyper)`` with each keyword-only hyperparameter read from ``config``.
+
+    ``config`` is usually a ``Recipe``: a function's hyperparameter ``eps_high`` is filled from
+    ``recipe.eps_high``. This is how recipes reach registry functions without name-based branching.
+    Parameters ``config`` lacks keep the function's default; ``extra`` wins over both.
+    """
+    kw = {n: getattr(config, n) for n in hyper_names(fn) if hasattr(config, n)}
+    kw.update({k: v for k, v in extra.items() if k in hyper_names(fn)})
+    return partial(fn, **kw)
