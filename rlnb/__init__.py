@@ -1,9 +1,20 @@
-"""rlnb: step through the sample -> reward -> advantage -> update loop of RL for LLM reasoning."""
+"""rlnb: step through the sample -> reward -> advantage -> update loop of RL for LLM reasoning.
+
+>>> import rlnb
+>>> rlnb.tasks.get("add").reward("0+9=9;5+3=8;7+8=15>1589", "1589").reward
+1.0
+"""
 
 __version__ = "0.1.0"
 
-from rlnb import tasks
+from rlnb import algos, recipes, tasks
+from rlnb.batch import Batch
+from rlnb.loop import StepRecord, Trainer
 from rlnb.models import load, load_default
 from rlnb.recipe import Recipe
+from rlnb.stages import Advantager, Rewarder, Sampler, Updater, UpdateStats
 
-__all__ = ["Recipe", "load", "load_default", "tasks", "__version__"]
+__all__ = [
+    "Advantager", "Batch", "Recipe", "Rewarder", "Sampler", "StepRecord", "Trainer", "UpdateStats", "Updater",
+    "algos", "load", "load_default", "recipes", "tasks", "__version__",
+]

@@ -7,6 +7,7 @@ same on a real model. ``scripts/build_default.py`` rebuilds it deterministically
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import torch
@@ -48,10 +49,25 @@ def build_config(vocab_size: int, **overrides) -> LlamaConfig:
     return LlamaConfig(**cfg)
 
 
+@contextlib.contextmanager
+def quiet_progress():
+    """Hide transformers' per-file progress bars (noise for a 4 MB model, in notebooks and CI logs)."""
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
+
+
 def load(name_or_path: str | Path = DEFAULT_DIR, *, dtype: torch.dtype = torch.float32, device: str = "cpu"):
     """``(model, tokenizer)`` for any Hugging Face causal LM name or local folder (safetensors only)."""
-    model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype, use_safetensors=True)
-    tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+    with quiet_progress():
+        model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype, use_safetensors=True)
+        tokenizer = AutoTokenizer.from_pretrained(name_or_path)
     if tokenizer.pad_token is None:  # many chat models ship without one; EOS is the usual stand-in
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"

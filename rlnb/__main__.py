@@ -1,0 +1,5 @@
+import sys
+
+from rlnb.cli import main
+
+sys.exit(main())

@@ -1,0 +1,111 @@
+"""``Batch``: the one inspectable object that flows through Sampler -> Rewarder -> Advantager -> Updater.
+
+Shapes: ``P`` prompts, ``G`` completions per prompt, ``B = P * G`` rows with each prompt's group
+contiguous, ``Tp`` prompt tokens (left-padded), ``T`` completion tokens (right-padded).
+
+The batch is frozen: each stage returns ``batch.replace(...)`` with only the fields it owns, so the
+batches of earlier steps stay intact and widgets can scrub back through them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+from dataclasses import dataclass, field
+
+import torch
+
+from rlnb.batch_checks import check_batch
+
+
+@dataclass(frozen=True, eq=False)
+class Batch:
+    # --- prompts (written when the batch is made) -----------------------------------------------
+    prompts: list[str]                         # (B,) prompt text of each row, repeated G times
+    answers: list[str]                         # (B,) reference answer of each row
+    prompt_index: torch.Tensor                 # (B,) long: row's prompt in the training pool
+    group_size: int                            # G
+    # --- Sampler --------------------------------------------------------------------------------
+    prompt_ids: torch.Tensor | None = None     # (B, Tp) long, left-padded
+    prompt_mask: torch.Tensor | None = None    # (B, Tp) long, 1 on real prompt tokens
+    completion_ids: torch.Tensor | None = None # (B, T) long, pad after EOS
+    mask: torch.Tensor | None = None           # (B, T) float, 1 on generated tokens up to and incl. EOS
+    truncated: torch.Tensor | None = None      # (B,) bool, True where no EOS within max_new_tokens
+    completions: list[str] | None = None       # (B,) decoded completion text
+    old_logp: torch.Tensor | None = None       # (B, T) fp32, log pi_old(o_t) at sampling time
+    ref_logp: torch.Tensor | None = None       # (B, T) fp32, log pi_ref(o_t); only when beta > 0
+    # --- Rewarder -------------------------------------------------------------------------------
+    rewards: torch.Tensor | None = None        # (B,) fp32, weighted sum of the parts
+    reward_parts: dict[str, torch.Tensor] | None = None  # name -> (B,) fp32, each reward function
+    correct: torch.Tensor | None = None        # (B,) bool, the task verifier's verdict
+    # --- Advantager -----------------------------------------------------------------------------
+    adv: torch.Tensor | None = None            # (B,) or (B, T) fp32
+    keep: torch.Tensor | None = None           # (B,) bool, rows that enter the loss (filters)
+    # --- anything a registry entry needs beyond the above (e.g. DPPO top-K log-probs) -----------
+    extras: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    # ---------------------------------------------------------------------------------------------
+    @classmethod
+    def from_rows(cls, rows: dict, group_size: int, prompt_index=None) -> Batch:
+        """A prompt-only batch: each of the P rows (``{"prompt": [...], "answer": [...]}``) G times."""
+        if not isinstance(group_size, int) or group_size < 1:
+            raise ValueError(f"group_size: expected a positive int (G), got {group_size!r}")
+        prompts, answers = list(rows["prompt"]), [str(a) for a in rows["answer"]]
+        if not prompts or len(prompts) != len(answers):
+            raise ValueError(f"rows: expected as many answers as prompts (>0), got {len(prompts)} and {len(answers)}")
+        idx = torch.arange(len(prompts)) if prompt_index is None else torch.as_tensor(prompt_index).long()
+        rep = lambda xs: [x for x in xs for _ in range(group_size)]  # noqa: E731
+        return cls(rep(prompts), rep(answers), idx.repeat_interleave(group_size), group_size)
+
+    def replace(self, **changes) -> Batch:
+        """A new batch with ``changes``; the fields are checked for consistent shapes."""
+        new = dataclasses.replace(self, **changes)
+        check_batch(new)
+        return new
+
+    @property
+    def B(self) -> int:
+        return len(self.prompts)
+
+    @property
+    def P(self) -> int:
+        return self.B // self.group_size
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        """(B,) number of completion tokens, EOS included."""
+        return self.mask.sum(-1).long()
+
+    def select(self, rows: torch.Tensor) -> Batch:
+        """The sub-batch of ``rows`` (a (b,) long tensor); tensors and lists are indexed alike."""
+        rows = torch.as_tensor(rows).long()
+        pick = lambda v: v[rows] if isinstance(v, torch.Tensor) else [v[i] for i in rows.tolist()]  # noqa: E731
+        changes = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, (torch.Tensor, list)):
+                changes[f.name] = pick(v)
+            elif isinstance(v, dict):
+                changes[f.name] = {k: pick(x) for k, x in v.items()}
+        return dataclasses.replace(self, **changes)
+
+    def _repr_html_(self) -> str:
+        """A table of completions: prompt, completion, reward, advantage, length."""
+        head = "<tr><th>#</th><th>prompt</th><th>completion</th><th>reward</th><th>adv</th><th>len</th></tr>"
+        rows = []
+        comps = self.completions or [""] * self.B
+        for i in range(min(self.B, 64)):
+            r = f"{self.rewards[i]:.2f}" if self.rewards is not None else ""
+            a = self.adv[i] if self.adv is not None else None
+            a = f"{(a if a.dim() == 0 else a[self.mask[i].bool()].mean()):+.2f}" if a is not None else ""
+            n = int(self.lengths[i]) if self.mask is not None else ""
+            color = "" if self.correct is None else ("#e6f4ea" if self.correct[i] else "#fce8e6")
+            rows.append(f"<tr style='background:{color}'><td>{i}</td><td><code>{html.escape(self.prompts[i])}</code></td>"
+                        f"<td><code>{html.escape(comps[i])}</code></td><td>{r}</td><td>{a}</td><td>{n}</td></tr>")
+        more = f"<p>... {self.B - 64} more rows</p>" if self.B > 64 else ""
+        return (f"<p><b>Batch</b> P={self.P} prompts x G={self.group_size} = B={self.B} rows</p>"
+                f"<table>{head}{''.join(rows)}</table>{more}")
+
+    def __repr__(self) -> str:
+        filled = [f.name for f in dataclasses.fields(self) if getattr(self, f.name) is not None]
+        return f"Batch(P={self.P}, G={self.group_size}, B={self.B}, fields={filled})"

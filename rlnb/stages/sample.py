@@ -1,0 +1,68 @@
+"""Stage 1, the Sampler: G completions per prompt, and their log-probs under the sampling policy."""
+
+from __future__ import annotations
+
+import torch
+
+from rlnb.batch import Batch
+from rlnb.evaluate import encode_prompts
+from rlnb.forward import completion_logprobs
+from rlnb.generate import sample
+
+
+class Sampler:
+    """Generate ``num_generations`` completions per prompt with the model's KV cache.
+
+    Reads: ``prompts`` (a prompt-only ``Batch`` from ``Batch.from_rows``).
+    Writes: ``prompt_ids``, ``prompt_mask``, ``completion_ids``, ``mask``, ``truncated``,
+    ``completions``, ``old_logp`` and, when a reference model is given, ``ref_logp``.
+
+    ``old_logp`` is recomputed with one full forward pass through ``rlnb.forward.completion_logprobs``
+    (the Updater's own function) rather than taken from the incremental sampling pass, so that before
+    any optimizer step the ratio pi / pi_old is exactly 1.
+    """
+
+    def __init__(self, model, tokenizer, *, temperature: float = 1.0, top_p: float = 1.0,
+                 max_new_tokens: int = 32, ref_model=None, fp32_lm_head: bool = False,
+                 generator: torch.Generator | None = None):
+        if not temperature > 0:
+            raise ValueError(f"temperature: expected a positive number, got {temperature!r}")
+        if not 0 < top_p <= 1:
+            raise ValueError(f"top_p: expected a number in (0, 1], got {top_p!r}")
+        if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens: expected a positive int, got {max_new_tokens!r}")
+        self.model, self.tokenizer, self.ref_model = model, tokenizer, ref_model
+        self.temperature, self.top_p, self.max_new_tokens = temperature, top_p, max_new_tokens
+        self.fp32_lm_head = fp32_lm_head
+        self.generator = generator if generator is not None else torch.Generator().manual_seed(0)
+
+    @property
+    def device(self):
+        return next(self.model.parameters()).device
+
+    def step(self, batch: Batch) -> Batch:
+        prompt_ids, prompt_mask = encode_prompts(self.tokenizer, batch.prompts, self.device)  # (B, Tp)
+        was_training = self.model.training
+        self.model.eval()  # no dropout while sampling; the Updater switches back to train()
+        try:
+            completion_ids, mask, truncated = sample(
+                self.model, prompt_ids, prompt_mask, max_new_tokens=self.max_new_tokens,
+                temperature=self.temperature, top_p=self.top_p, generator=self.generator,
+                eos_token_id=self.tokenizer.eos_token_id, pad_token_id=self.tokenizer.pad_token_id,
+            )
+            with torch.no_grad():
+                old_logp, _ = self._logprobs(self.model, prompt_ids, prompt_mask, completion_ids, mask)
+                ref_logp = None
+                if self.ref_model is not None:
+                    ref_logp, _ = self._logprobs(self.ref_model, prompt_ids, prompt_mask, completion_ids, mask)
+        finally:
+            self.model.train(was_training)
+        return batch.replace(
+            prompt_ids=prompt_ids, prompt_mask=prompt_mask, completion_ids=completion_ids, mask=mask,
+            truncated=truncated, completions=self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True),
+            old_logp=old_logp, ref_logp=ref_logp,
+        )
+
+    def _logprobs(self, model, prompt_ids, prompt_mask, completion_ids, mask):
+        return completion_logprobs(model, prompt_ids, prompt_mask, completion_ids, mask,
+                                   temperature=self.temperature, fp32_lm_head=self.fp32_lm_head)

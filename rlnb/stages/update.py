@@ -1,0 +1,164 @@
+"""Stage 4, the Updater: per-token log-probs under the current policy, the loss, and optimizer steps."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from rlnb.batch import Batch
+from rlnb.forward import completion_logprobs
+
+
+@dataclass
+class UpdateStats:
+    """Scalar metrics (averaged over the optimizer steps of one batch) and per-token tensors.
+
+    The per-token tensors are those of the last epoch: each row's values when its mini-batch was used.
+    """
+
+    loss: float = 0.0            # total loss: policy + beta * KL - entropy_coef * H
+    pg_loss: float = 0.0         # the aggregated policy term alone
+    kl: float = 0.0              # token-mean KL estimate to the reference (0 when beta = 0)
+    entropy: float = 0.0         # token-mean entropy of the current policy
+    clip_low: float = 0.0        # share of tokens with rho < 1 - eps_low and A < 0
+    clip_high: float = 0.0       # share of tokens with rho > 1 + eps_high and A > 0
+    clip_region: float = 0.0     # share of tokens clipped either way
+    grad_norm: float = 0.0       # global gradient norm before clipping
+    lr: float = 0.0
+    num_updates: int = 0         # optimizer steps taken on this batch
+    ratio: torch.Tensor | None = None         # (B, T) rho = pi / pi_old
+    clipped_low: torch.Tensor | None = None   # (B, T) bool
+    clipped_high: torch.Tensor | None = None  # (B, T) bool
+    token_entropy: torch.Tensor | None = None # (B, T)
+    token_kl: torch.Tensor | None = None      # (B, T), None when beta = 0
+    weight: torch.Tensor | None = None        # (B, T) per-token weight on grad logp
+    extra: dict = field(default_factory=dict)
+
+    def metrics(self) -> dict[str, float]:
+        """Scalars under TRL's metric names."""
+        return {
+            "loss": self.loss, "pg_loss": self.pg_loss, "kl": self.kl, "entropy": self.entropy,
+            "clip_ratio/low_mean": self.clip_low, "clip_ratio/high_mean": self.clip_high,
+            "clip_ratio/region_mean": self.clip_region, "grad_norm": self.grad_norm,
+            "learning_rate": self.lr, "num_updates": self.num_updates, **self.extra,
+        }
+
+
+def make_optimizer(model, *, lr: float, weight_decay: float = 0.0, warmup_steps: int = 0):
+    """AdamW and a linear warm-up (then constant) learning-rate schedule."""
+    if not lr > 0:
+        raise ValueError(f"lr: expected a positive learning rate, got {lr!r}")
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=weight_decay)
+    warm = max(int(warmup_steps), 0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
+    return opt, sched
+
+
+class Updater:
+    """Several epochs over the batch, each split into mini-batches of whole groups; one optimizer step each.
+
+    Reads: ``prompt_ids``, ``prompt_mask``, ``completion_ids``, ``mask``, ``old_logp``, ``ref_logp``,
+    ``adv``, ``keep``.
+    Writes: nothing on the batch; changes the model's weights; returns ``UpdateStats``.
+
+    ``loss_fn``, ``agg_fn`` and ``kl_fn`` are bound registry functions. With ``num_iterations=1`` and
+    ``num_mini_batches=1`` the policy that is differentiated is the one that sampled, so the ratio is
+    exactly 1 and nothing is clipped; more steps per batch let the ratio move so clipping can fire.
+    """
+
+    def __init__(self, model, optimizer, scheduler=None, *, loss_fn: Callable, agg_fn: Callable,
+                 kl_fn: Callable | None = None, beta: float = 0.0, entropy_coef: float = 0.0,
+                 temperature: float = 1.0, num_iterations: int = 1, num_mini_batches: int = 1,
+                 max_grad_norm: float = 1.0, fp32_lm_head: bool = False,
+                 generator: torch.Generator | None = None):
+        for name, v in (("num_iterations", num_iterations), ("num_mini_batches", num_mini_batches)):
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name}: expected a positive int, got {v!r}")
+        if beta < 0:
+            raise ValueError(f"beta: expected a KL coefficient >= 0, got {beta!r}")
+        if beta > 0 and kl_fn is None:
+            raise ValueError("kl_fn: expected a KL estimator when beta > 0, got None")
+        self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
+        self.loss_fn, self.agg_fn, self.kl_fn = loss_fn, agg_fn, kl_fn
+        self.beta, self.entropy_coef, self.temperature = beta, entropy_coef, temperature
+        self.num_iterations, self.num_mini_batches = num_iterations, num_mini_batches
+        self.max_grad_norm, self.fp32_lm_head = max_grad_norm, fp32_lm_head
+        self.generator = generator if generator is not None else torch.Generator().manual_seed(0)
+
+    def mini_batches(self, batch: Batch) -> list[torch.Tensor]:
+        """Row indices of each mini-batch: whole groups, shuffled (prompt-level losses need whole groups)."""
+        if self.num_mini_batches > batch.P:
+            raise ValueError(f"num_mini_batches: expected at most P={batch.P} (one group each), got {self.num_mini_batches}")
+        groups = torch.randperm(batch.P, generator=self.generator)        # (P,)
+        rows = groups[:, None] * batch.group_size + torch.arange(batch.group_size)  # (P, G)
+        return [r.flatten() for r in torch.tensor_split(rows, self.num_mini_batches)]
+
+    def step(self, batch: Batch) -> UpdateStats:
+        if batch.adv is None or batch.old_logp is None:
+            raise ValueError("batch: expected old_logp (Sampler) and adv (Advantager) before the update")
+        if self.beta > 0 and batch.ref_logp is None:
+            raise ValueError("batch.ref_logp: expected reference log-probs when beta > 0 (give the Sampler a ref_model)")
+        self.model.train()
+        sums, n, last = {}, 0, {}
+        for _ in range(self.num_iterations):
+            last = {}
+            for rows in self.mini_batches(batch):
+                out = self._one_step(batch.select(rows))
+                for k, v in out["scalars"].items():
+                    sums[k] = sums.get(k, 0.0) + v
+                n += 1
+                last[rows] = out["tokens"]
+        return self._stats(batch, {k: v / n for k, v in sums.items()}, n, last)
+
+    def _loss(self, mb: Batch):
+        logp, ent = completion_logprobs(self.model, mb.prompt_ids, mb.prompt_mask, mb.completion_ids, mb.mask,
+                                        temperature=self.temperature, entropy=True, fp32_lm_head=self.fp32_lm_head)
+        m = mb.mask * mb.keep[:, None].float()                            # (b, T) tokens in the loss
+        G = mb.group_size
+        out = self.loss_fn(logp, mb.old_logp, mb.adv, m)
+        pg = self.agg_fn(out.loss, m, group_size=G)
+        total = pg
+        kl_t = None
+        if self.beta > 0:
+            kl_t = self.kl_fn(logp, mb.ref_logp) * m                      # (b, T)
+            total = total + self.beta * self.agg_fn(kl_t, m, group_size=G)
+        if self.entropy_coef:
+            total = total - self.entropy_coef * self.agg_fn(ent, m, group_size=G)
+        return total, pg, out, ent.detach(), kl_t, m
+
+    def _one_step(self, mb: Batch) -> dict:
+        total, pg, out, ent, kl_t, m = self._loss(mb)
+        tokens = m.sum().clamp(min=1)
+        grad_norm = 0.0
+        if m.sum() > 0:  # a mini-batch whose rows were all filtered out contributes no step
+            self.optimizer.zero_grad(set_to_none=True)
+            total.backward()
+            params = [p for p in self.model.parameters() if p.grad is not None]
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm or float("inf")))
+            self.optimizer.step()
+            if self.scheduler is not None:
+                self.scheduler.step()
+        mean = lambda x: float((x.float() * m).sum() / tokens)  # noqa: E731  token-mean over the loss mask
+        scalars = {
+            "loss": total.item(), "pg_loss": pg.item(), "entropy": mean(ent),
+            "kl": mean(kl_t) if kl_t is not None else 0.0, "clip_low": mean(out.clipped_low),
+            "clip_high": mean(out.clipped_high), "clip_region": mean(out.clipped_low | out.clipped_high),
+            "grad_norm": grad_norm,
+        }
+        per_token = {"ratio": out.ratio, "clipped_low": out.clipped_low, "clipped_high": out.clipped_high,
+                     "token_entropy": ent, "token_kl": None if kl_t is None else kl_t.detach(), "weight": out.weight}
+        return {"scalars": scalars, "tokens": per_token}
+
+    def _stats(self, batch: Batch, means: dict, n: int, last: dict) -> UpdateStats:
+        full = {}
+        for rows, toks in last.items():
+            for k, v in toks.items():
+                if v is None:
+                    continue
+                if k not in full:
+                    full[k] = torch.zeros((batch.B,) + tuple(v.shape[1:]), dtype=v.dtype)
+                full[k][rows] = v.detach().cpu()
+        lr = self.optimizer.param_groups[0]["lr"]
+        return UpdateStats(**means, lr=lr, num_updates=n, **full)

@@ -1,0 +1,127 @@
+"""Trainer state that must survive errors, interrupts and restarts: rollback, deferred Ctrl-C, checkpoints."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import threading
+from pathlib import Path
+
+import torch
+
+
+@contextlib.contextmanager
+def deferred_interrupt():
+    """Hold Ctrl-C (SIGINT) until the block ends, then raise it: the update is applied whole or not at all."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received = []
+    previous = signal.signal(signal.SIGINT, lambda *a: received.append(a))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if received:
+            raise KeyboardInterrupt
+
+
+class TrainerStateMixin:
+    """Rollback on error, ``run`` with a clean stop, and ``save``/``load`` for exact resumption."""
+
+    # --- rollback -----------------------------------------------------------------------------
+    def _rng_state(self) -> dict:
+        return {k: g.get_state() for k, g in self.generators.items()}
+
+    @contextlib.contextmanager
+    def rollback_on_error(self):
+        """If the step fails before its update commits, restore the random streams: nothing changed."""
+        rng, steps = self._rng_state(), self.step_count
+        try:
+            yield
+        except BaseException:
+            if self.step_count == steps:  # the update did not commit
+                for k, state in rng.items():
+                    self.generators[k].set_state(state)
+            raise
+
+    # --- run ----------------------------------------------------------------------------------
+    def run(self, steps: int | None = None, *, callbacks=(), progress: bool = True) -> list[dict]:
+        """Train ``steps`` more steps. After a KeyboardInterrupt, ``run()`` with no argument finishes the
+        interrupted run. Each callback is called as ``cb(trainer, record)`` after every step.
+        Returns ``self.history``."""
+        from tqdm.auto import tqdm
+
+        if steps is not None:
+            if not isinstance(steps, int) or steps < 0:
+                raise ValueError(f"steps: expected a non-negative int, got {steps!r}")
+            self._run_target = self.step_count + steps
+        elif self._run_target is None:
+            raise ValueError("steps: expected a number of steps (there is no interrupted run to finish)")
+        target = self._run_target
+        bar = tqdm(total=target, initial=self.step_count, disable=not progress, desc=f"{self.recipe.name}")
+        try:
+            while self.step_count < target:
+                record = self.step()
+                bar.update(1)
+                bar.set_postfix(reward=f"{record.metrics['reward']:.3f}", refresh=False)
+                for cb in callbacks:
+                    cb(self, record)
+            self._run_target = None
+        except KeyboardInterrupt:
+            print(f"Interrupted after step {self.step_count}; state is intact. Call run() to finish "
+                  f"the remaining {target - self.step_count} steps.")
+        finally:
+            bar.close()
+        return self.history
+
+    # --- checkpoints --------------------------------------------------------------------------
+    def save(self, directory) -> Path:
+        """Model, tokenizer, optimizer, scheduler, random streams, history and recipe, written atomically
+        (into a temporary folder that is then renamed over ``directory``)."""
+        directory = Path(directory)
+        tmp = directory.with_name(directory.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        from rlnb.models.tiny import quiet_progress
+
+        with quiet_progress():
+            self.model.save_pretrained(tmp / "model", safe_serialization=True)
+        self.tokenizer.save_pretrained(tmp / "model")
+        torch.save({"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                    "rng": self._rng_state()}, tmp / "state.pt")
+        meta = {"recipe": self.recipe.to_dict(), "task": self.task.name, "seed": self.seed,
+                "step_count": self.step_count, "run_target": self._run_target}
+        (tmp / "trainer.json").write_text(json.dumps(meta, indent=1))
+        (tmp / "history.jsonl").write_text("".join(json.dumps(h) + "\n" for h in self.history))
+        old = directory.with_name(directory.name + ".old")
+        if directory.exists():
+            os.replace(directory, old)
+        os.replace(tmp, directory)
+        shutil.rmtree(old, ignore_errors=True)
+        return directory
+
+    @classmethod
+    def load(cls, directory, **kwargs):
+        """A trainer that continues exactly where ``save`` left off."""
+        from rlnb.models import load as load_model
+        from rlnb.recipe import Recipe
+
+        directory = Path(directory)
+        if not (directory / "trainer.json").exists():
+            raise FileNotFoundError(f"directory: no rlnb checkpoint (trainer.json) in {directory}")
+        meta = json.loads((directory / "trainer.json").read_text())
+        model, tokenizer = load_model(directory / "model")
+        trainer = cls(model, tokenizer, meta["task"], Recipe(**meta["recipe"]), seed=meta["seed"], **kwargs)
+        state = torch.load(directory / "state.pt", weights_only=True)
+        trainer.optimizer.load_state_dict(state["optimizer"])
+        trainer.scheduler.load_state_dict(state["scheduler"])
+        for k, s in state["rng"].items():
+            trainer.generators[k].set_state(s)
+        trainer.step_count, trainer._run_target = meta["step_count"], meta["run_target"]
+        lines = (directory / "history.jsonl").read_text().splitlines()
+        trainer.history = [json.loads(line) for line in lines if line.strip()]
+        return trainer

@@ -1,0 +1,27 @@
+"""Shared fixtures. Tests run on CPU; Triton code runs under its interpreter when there is no GPU."""
+
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():  # must be set before triton is imported anywhere in this process
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+
+
+@pytest.fixture(scope="session")
+def default_model():
+    import rlnb
+
+    return rlnb.load_default()
+
+
+@pytest.fixture
+def model_and_tokenizer(default_model):
+    """A fresh copy of the default model for tests that train it."""
+    import copy
+
+    model, tok = default_model
+    return copy.deepcopy(model), tok
