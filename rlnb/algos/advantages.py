@@ -55,7 +55,7 @@ def reinforce(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
 
 @ADVANTAGES.register("reinforce_baseline")
 def reinforce_baseline(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
-    """REINFORCE with the group mean as baseline: A_i = r_i - mean_G r.
+    """REINFORCE with a baseline (Williams 1992), the group mean: A_i = r_i - mean_G r.
 
     Shapes: rewards (B,) -> (B,). The mean includes r_i itself, so the estimate is biased by a factor
     (G-1)/G (see ``rloo`` for the unbiased version). Numerically identical to ``dr_grpo``.

@@ -58,7 +58,8 @@ def seq_mean_token_mean(loss: torch.Tensor, mask: torch.Tensor, *, group_size: i
 @AGGREGATIONS.register("seq-mean-token-sum")
 def seq_mean_token_sum(loss: torch.Tensor, mask: torch.Tensor, *, group_size: int = 1) -> torch.Tensor:
     """mean_i sum_t l_{i,t} M_{i,t}: every token weighs 1/n_rows, so the scale grows with length
-    (verl's ``seq-mean-token-sum``). The mean is over kept rows only.
+    (verl's ``seq-mean-token-sum``; Dr. GRPO, arXiv 2503.20783, without its constant L). The mean is over
+    kept rows only.
 
     >>> seq_mean_token_sum(torch.tensor([[1., 1., 1.], [4., 0., 0.]]), torch.tensor([[1., 1., 1.], [1., 0., 0.]]))
     tensor(3.5000)

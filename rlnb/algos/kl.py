@@ -17,7 +17,7 @@ KL_ESTIMATORS = Registry("KL estimator")
 
 @KL_ESTIMATORS.register("k1")
 def k1(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
-    """k1 = d = logp - ref_logp: unbiased, high variance, negative on some samples.
+    """k1 = d = logp - ref_logp (Schulman 2020): unbiased, high variance, negative on some samples.
 
     >>> k1(torch.tensor([0.0, 1.0]), torch.tensor([0.0, 2.0]))
     tensor([ 0., -1.])
@@ -27,7 +27,8 @@ def k1(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
 
 @KL_ESTIMATORS.register("k2")
 def k2(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
-    """k2 = d^2 / 2 >= 0: biased (its mean is not the KL), low variance; its gradient is d grad logp.
+    """k2 = d^2 / 2 >= 0 (Schulman 2020): biased (its mean is not the KL), low variance; its gradient
+    is d grad logp.
 
     >>> k2(torch.tensor([0.0, 1.0]), torch.tensor([0.0, 3.0]))
     tensor([0., 2.])
@@ -37,7 +38,8 @@ def k2(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
 
 @KL_ESTIMATORS.register("k3")
 def k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
-    """k3 = exp(-d) + d - 1 >= 0, d = logp - ref_logp: unbiased, low variance (used by GRPO).
+    """k3 = exp(-d) + d - 1 >= 0, d = logp - ref_logp (Schulman 2020): unbiased, low variance; GRPO's
+    choice (DeepSeekMath, arXiv 2402.03300).
 
     >>> k3(torch.tensor([0.0, 1.0]), torch.tensor([0.0, 0.0]))
     tensor([0.0000, 0.3679])
@@ -48,7 +50,7 @@ def k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
 
 @KL_ESTIMATORS.register("k3+")
 def k3_plus(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
-    """Straight-through "k3 value, k2 gradient". The value is k3 (unbiased, what you log); the gradient
+    """Straight-through "k3 value, k2 gradient" (Schulman 2020 estimators). The value is k3 (unbiased, what you log); the gradient
     is k2's, d grad logp, whose mean over on-policy samples is the gradient of KL(pi || pi_ref).
     k3's own gradient, (1 - exp(-d)) grad logp, averages to the gradient of the *reverse*
     KL(pi_ref || pi) instead. Written k2 + sg(k3 - k2).

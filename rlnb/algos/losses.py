@@ -39,8 +39,8 @@ POLICY_LOSSES = Registry("policy loss")
 class LossOut(NamedTuple):
     loss: torch.Tensor          # (B, T) per-token loss, zero where mask is 0
     ratio: torch.Tensor         # (B, T) rho = exp(logp - old_logp), detached (GSPO: the sequence ratio s_i)
-    clipped_low: torch.Tensor   # (B, T) bool: rho < 1 - eps_low and A < 0 (TRL's clip_ratio/low)
-    clipped_high: torch.Tensor  # (B, T) bool: rho > 1 + eps_high and A > 0 (TRL's clip_ratio/high)
+    clipped_low: torch.Tensor   # (B, T) bool: PPO: rho < 1 - eps_low and A < 0 (TRL's clip_ratio/low); see table
+    clipped_high: torch.Tensor  # (B, T) bool: PPO: rho > 1 + eps_high and A > 0 (TRL's clip_ratio/high); see table
     weight: torch.Tensor        # (B, T) -d loss / d logp, detached: the per-token weight on grad logp
 
 

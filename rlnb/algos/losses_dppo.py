@@ -38,8 +38,7 @@ def _log1mexp(lp: torch.Tensor) -> torch.Tensor:
     return torch.log(-torch.expm1(lp.clamp(max=-1e-12)))
 
 
-def _masked_pg(logp, old_logp, adv, mask, outside: torch.Tensor, dppo_cap: float) -> LossOut:
-    A, m, valid = _prepare(logp, old_logp, adv, mask)
+def _masked_pg(logp, old_logp, A, valid, outside: torch.Tensor, dppo_cap: float) -> LossOut:
     ratio = torch.exp(logp - old_logp).detach()                        # (B, T)
     keep = (~outside & valid).to(logp.dtype)                           # (B, T) inside the trust region
     w = ratio.clamp(max=dppo_cap) * keep                               # (B, T) truncated IS weight
@@ -47,9 +46,8 @@ def _masked_pg(logp, old_logp, adv, mask, outside: torch.Tensor, dppo_cap: float
     return LossOut(-A * w * logp, ratio, low, high, A * w)
 
 
-def _moved_with_adv(logp, old_logp, adv) -> torch.Tensor:
+def _moved_with_adv(logp, old_logp, A) -> torch.Tensor:
     """True where p moved the way A pushes it: p > mu for A > 0, p < mu for A <= 0."""
-    A = adv.unsqueeze(-1).expand_as(logp) if adv.dim() == 1 else adv
     return torch.where(A > 0, logp > old_logp, logp < old_logp)
 
 
@@ -66,11 +64,11 @@ def dppo_tv(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, mask:
     >>> out.clipped_high, out.weight
     (tensor([[ True, False]]), tensor([[ 0.0000, -1.4000]]))
     """
+    A, _, valid = _prepare(logp, old_logp, adv, mask)
     with torch.no_grad():
         diff = logp.exp() - old_logp.exp()                             # (B, T) p - mu
-        A = adv.unsqueeze(-1).expand_as(logp) if adv.dim() == 1 else adv
         outside = torch.where(A > 0, diff > dppo_delta, diff < -dppo_delta)
-    return _masked_pg(logp, old_logp, adv, mask, outside, dppo_cap)
+    return _masked_pg(logp, old_logp, A, valid, outside, dppo_cap)
 
 
 def bernoulli_kl(old_logp: torch.Tensor, logp: torch.Tensor) -> torch.Tensor:
@@ -95,9 +93,10 @@ def dppo_kl(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, mask:
     >>> dppo_kl(lp, mu, torch.tensor([[1., -1.]]), torch.ones(1, 2)).clipped_high
     tensor([[ True, False]])
     """
+    A, _, valid = _prepare(logp, old_logp, adv, mask)
     with torch.no_grad():
-        outside = (bernoulli_kl(old_logp, logp) > dppo_delta) & _moved_with_adv(logp, old_logp, adv)
-    return _masked_pg(logp, old_logp, adv, mask, outside, dppo_cap)
+        outside = (bernoulli_kl(old_logp, logp) > dppo_delta) & _moved_with_adv(logp, old_logp, A)
+    return _masked_pg(logp, old_logp, A, valid, outside, dppo_cap)
 
 
 def topk_divergence(topk_logp: torch.Tensor, old_topk_logp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -121,7 +120,9 @@ def topk_divergence(topk_logp: torch.Tensor, old_topk_logp: torch.Tensor) -> tup
     return tv, kl
 
 
-def _topk_outside(logp, old_logp, adv, topk_logp, old_topk_logp, which: int, delta: float):
+def _dppo_topk(logp, old_logp, adv, mask, topk_logp, old_topk_logp, which: int, delta: float,
+               cap: float) -> LossOut:
+    A, _, valid = _prepare(logp, old_logp, adv, mask)
     if topk_logp is None or old_topk_logp is None:
         raise ValueError("topk_logp, old_topk_logp: DPPO top-K needs both (B, T, K) tensors; the Sampler "
                          "must record the rollout's top-K ids and log-probs")
@@ -130,7 +131,8 @@ def _topk_outside(logp, old_logp, adv, topk_logp, old_topk_logp, which: int, del
                          f"got {tuple(topk_logp.shape)}")
     with torch.no_grad():
         div = topk_divergence(topk_logp, old_topk_logp)[which]        # (B, T)
-        return (div > delta) & _moved_with_adv(logp, old_logp, adv)
+        outside = (div > delta) & _moved_with_adv(logp, old_logp, A)
+    return _masked_pg(logp, old_logp, A, valid, outside, cap)
 
 
 @POLICY_LOSSES.register("dppo_topk_tv")
@@ -148,8 +150,7 @@ def dppo_topk_tv(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, 
     >>> dppo_topk_tv(lp, mu, torch.tensor([1.]), torch.ones(1, 1), lp[..., None], mu[..., None]).clipped_high
     tensor([[True]])
     """
-    outside = _topk_outside(logp, old_logp, adv, topk_logp, old_topk_logp, 0, dppo_delta)
-    return _masked_pg(logp, old_logp, adv, mask, outside, dppo_cap)
+    return _dppo_topk(logp, old_logp, adv, mask, topk_logp, old_topk_logp, 0, dppo_delta, dppo_cap)
 
 
 @POLICY_LOSSES.register("dppo_topk_kl")
@@ -164,8 +165,7 @@ def dppo_topk_kl(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, 
     >>> dppo_topk_kl(lp, mu, torch.tensor([1.]), torch.ones(1, 1), lp[..., None], mu[..., None]).weight
     tensor([[0.]])
     """
-    outside = _topk_outside(logp, old_logp, adv, topk_logp, old_topk_logp, 1, dppo_delta)
-    return _masked_pg(logp, old_logp, adv, mask, outside, dppo_cap)
+    return _dppo_topk(logp, old_logp, adv, mask, topk_logp, old_topk_logp, 1, dppo_delta, dppo_cap)
 
 
 dppo_topk_tv.extra_inputs = dppo_topk_kl.extra_inputs = ("topk_logp", "old_topk_logp")
