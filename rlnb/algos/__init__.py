@@ -1,18 +1,26 @@
-"""The algorithm zoo: registries of small pure tensor functions.
+"""The algorithm zoo: registries of small pure tensor functions, and a few stateful helpers.
 
 Importing this package registers every entry. Look entries up by name::
 
     from rlnb.algos import ADVANTAGES, POLICY_LOSSES, AGGREGATIONS, KL_ESTIMATORS, FILTERS
 """
 
-from rlnb.algos import advantages, aggregation, kl, losses  # noqa: F401  (registers entries)
-from rlnb.algos.registry import Registry, bind, hyper_names
-from rlnb.algos.advantages import ADVANTAGES
+from rlnb.algos import advantages, aggregation, filters, kl, losses, losses_dppo  # noqa: F401  (registers entries)
+from rlnb.algos.advantages import ADVANTAGES, gae
 from rlnb.algos.aggregation import AGGREGATIONS
-from rlnb.algos.kl import KL_ESTIMATORS
-from rlnb.algos.losses import POLICY_LOSSES, LossOut
+from rlnb.algos.entropy import EntropyThermostat, entropy_bonus
+from rlnb.algos.filters import FILTERS, PassRateHistory
+from rlnb.algos.kl import KL_ESTIMATORS, AdaptiveKLController, kl_penalized_rewards
+from rlnb.algos.losses import POLICY_LOSSES, LossOut, extra_inputs
+from rlnb.algos.losses_dppo import bernoulli_kl, topk_divergence
+from rlnb.algos.registry import Registry, bind, hyper_names
+from rlnb.algos.shaping import overlong_penalty
+from rlnb.algos.values import ValueHead, ValueLossOut, value_loss
 
 __all__ = [
-    "ADVANTAGES", "AGGREGATIONS", "KL_ESTIMATORS", "POLICY_LOSSES", "LossOut",
-    "Registry", "bind", "hyper_names",
+    "ADVANTAGES", "AGGREGATIONS", "FILTERS", "KL_ESTIMATORS", "POLICY_LOSSES",
+    "AdaptiveKLController", "EntropyThermostat", "LossOut", "PassRateHistory", "Registry",
+    "ValueHead", "ValueLossOut",
+    "bernoulli_kl", "bind", "entropy_bonus", "extra_inputs", "gae", "hyper_names", "kl_penalized_rewards",
+    "overlong_penalty", "topk_divergence", "value_loss",
 ]

@@ -1,5 +1,9 @@
 """KL estimators on sampled tokens, d = logp - ref_logp (Schulman, "Approximating KL divergence", 2020).
-Signature: ``fn(logp, ref_logp) -> (B, T)`` per-token estimate of KL(pi || pi_ref).
+Signature: ``fn(logp, ref_logp) -> (B, T)`` per-token estimate of KL(pi || pi_ref), tokens sampled
+from pi. With r = pi_ref / pi = exp(-d): k1 = -log r, k2 = (log r)^2 / 2, k3 = (r - 1) - log r.
+
+KL can sit in the loss (GRPO: + beta * agg(k)) or in the reward (classic PPO / RLOO:
+``kl_penalized_rewards``). ``AdaptiveKLController`` moves the coefficient toward a target KL.
 """
 
 from __future__ import annotations
@@ -11,12 +15,91 @@ from rlnb.algos.registry import Registry
 KL_ESTIMATORS = Registry("KL estimator")
 
 
+@KL_ESTIMATORS.register("k1")
+def k1(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """k1 = d = logp - ref_logp (Schulman 2020): unbiased, high variance, negative on some samples.
+
+    >>> k1(torch.tensor([0.0, 1.0]), torch.tensor([0.0, 2.0]))
+    tensor([ 0., -1.])
+    """
+    return logp - ref_logp
+
+
+@KL_ESTIMATORS.register("k2")
+def k2(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """k2 = d^2 / 2 >= 0 (Schulman 2020): biased (its mean is not the KL), low variance; its gradient
+    is d grad logp.
+
+    >>> k2(torch.tensor([0.0, 1.0]), torch.tensor([0.0, 3.0]))
+    tensor([0., 2.])
+    """
+    return (logp - ref_logp) ** 2 / 2
+
+
 @KL_ESTIMATORS.register("k3")
 def k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
-    """k3 = exp(-d) + d - 1 >= 0, d = logp - ref_logp: unbiased, low variance (used by GRPO).
+    """k3 = exp(-d) + d - 1 >= 0, d = logp - ref_logp (Schulman 2020): unbiased, low variance; GRPO's
+    choice (DeepSeekMath, arXiv 2402.03300).
 
     >>> k3(torch.tensor([0.0, 1.0]), torch.tensor([0.0, 0.0]))
     tensor([0.0000, 0.3679])
     """
     d = logp - ref_logp
     return torch.exp(-d) + d - 1
+
+
+@KL_ESTIMATORS.register("k3+")
+def k3_plus(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Straight-through "k3 value, k2 gradient" (Schulman 2020 estimators). The value is k3 (unbiased, what you log); the gradient
+    is k2's, d grad logp, whose mean over on-policy samples is the gradient of KL(pi || pi_ref).
+    k3's own gradient, (1 - exp(-d)) grad logp, averages to the gradient of the *reverse*
+    KL(pi_ref || pi) instead. Written k2 + sg(k3 - k2).
+
+    >>> x = torch.tensor([1.0], requires_grad=True); y = k3_plus(x, torch.zeros(1)); y.backward()
+    >>> y.detach(), x.grad
+    (tensor([0.3679]), tensor([1.]))
+    """
+    low_var = k2(logp, ref_logp)
+    return low_var + (k3(logp, ref_logp) - low_var).detach()
+
+
+def kl_penalized_rewards(rewards: torch.Tensor, logp: torch.Tensor, ref_logp: torch.Tensor,
+                         mask: torch.Tensor, *, kl_coef: float = 0.05) -> torch.Tensor:
+    """KL in the reward (InstructGPT / classic PPO-RLHF, RLOO): r_i - kl_coef * sum_t k1_{i,t} M_{i,t}.
+
+    Shapes: rewards (B,), logp, ref_logp, mask (B, T) -> (B,), detached (a reward is a constant).
+    ``kl_coef`` is TRL PPOTrainer's name; it is separate from ``beta`` (the KL-in-the-loss coefficient).
+
+    >>> kl_penalized_rewards(torch.tensor([1.]), torch.tensor([[-1., -1., 0.]]), torch.tensor([[-2., -1., 5.]]),
+    ...                      torch.tensor([[1., 1., 0.]]), kl_coef=0.1)
+    tensor([0.9000])
+    """
+    kl = ((logp - ref_logp) * mask.to(logp.dtype)).sum(-1)             # (B,)
+    return (rewards - kl_coef * kl).detach()
+
+
+class AdaptiveKLController:
+    """Proportional controller for a KL coefficient (Ziegler et al. 2019, arXiv 1909.08593, sec. 2.2).
+
+    e = clip(KL_observed / target - 1, -max_error, max_error);  beta <- beta (1 + e n_steps / horizon).
+    The paper writes beta_{t+1} = beta_t (1 + K_beta e_t) with K_beta = 0.1; here K_beta = n_steps /
+    horizon (the form of the authors' lm-human-preferences code and TRL), so a larger batch moves beta
+    more. Defaults: beta 0.2, target 6 nats per sequence, horizon 10000, max_error 0.2. Works for
+    either KL coefficient (``kl_coef`` in the reward or ``beta`` in the loss).
+
+    >>> c = AdaptiveKLController(target=6.0, horizon=10000, beta=0.2)
+    >>> round(c.update(observed_kl=12.0, n_steps=1000), 4)  # e = clip(1, -.2, .2) = .2: beta * 1.02
+    0.204
+    """
+
+    def __init__(self, target: float, horizon: int, *, beta: float = 0.2, max_error: float = 0.2):
+        if target <= 0 or horizon <= 0 or beta < 0:
+            raise ValueError(f"target and horizon must be > 0 and beta >= 0, got target={target}, "
+                             f"horizon={horizon}, beta={beta}")
+        self.target, self.horizon, self.beta, self.max_error = target, horizon, beta, max_error
+
+    def update(self, observed_kl: float, n_steps: int) -> float:
+        """Feed the observed mean KL of the last batch and its size; returns the new beta."""
+        error = min(max(float(observed_kl) / self.target - 1, -self.max_error), self.max_error)
+        self.beta *= 1 + error * n_steps / self.horizon
+        return self.beta

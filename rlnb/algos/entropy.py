@@ -1,0 +1,65 @@
+"""Entropy regularisation: a fixed bonus, and a thermostat that adapts its coefficient.
+
+Per-token entropy H_t = logsumexp(z) - sum softmax(z) z comes from ``rlnb.logprobs.token_logprobs(...,
+entropy=True)``. A *bonus* is subtracted from the loss, so minimising the loss raises entropy.
+Monitoring entropy is what shows collapse; the bonus and the thermostat are countermeasures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from rlnb.algos.aggregation import token_mean
+
+
+def entropy_bonus(entropy: torch.Tensor, mask: torch.Tensor,
+                  aggregate: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = token_mean, *,
+                  entropy_coef: float = 0.0) -> torch.Tensor:
+    """The loss term -entropy_coef * agg(H): add it to the policy loss.
+
+    entropy, mask (B, T) -> scalar. ``aggregate`` is any aggregation (pass a bound one when it needs
+    ``group_size`` or ``max_new_tokens``); token-mean by default. ``entropy_coef = 0`` gives exactly 0.
+
+    >>> entropy_bonus(torch.tensor([[1.0, 3.0]]), torch.ones(1, 2), entropy_coef=0.01)
+    tensor(-0.0200)
+    """
+    return -entropy_coef * aggregate(entropy, mask)
+
+
+class EntropyThermostat:
+    """Adaptive entropy coefficient (Skywork-OR1, arXiv 2505.22312, "adaptive entropy control").
+
+    Each step k, with e_k the batch's mean token entropy (nats):
+        alpha_k = c_k * 1[e_k <= target]           (coefficient used in this step's loss)
+        c_{k+1} = clip(c_k + delta * sign(target - e_k), coef_min, coef_max)
+    so c rises by ``delta`` while entropy is below the target and falls above it, and the bonus is
+    only switched on below the target (``gate=True``, the paper's rule as we read it; ``gate=False``
+    always applies c_k, a plain thermostat). Defaults are the authors' released 7B script: c_0 = 0,
+    target 0.2, delta 1e-4, range [0, 0.005]. Those targets are for large LLMs; the toy model's
+    entropy sits around 0.1-0.6, so set the target from a baseline run.
+
+    >>> th = EntropyThermostat(target=0.5, coef=0.0, delta=0.01, coef_max=0.015)
+    >>> [th.update(e) for e in (0.3, 0.3, 0.3, 0.9)]  # alpha_k returned before c moves
+    [0.0, 0.01, 0.015, 0.0]
+    >>> th.coef
+    0.005
+    """
+
+    def __init__(self, target: float = 0.2, *, coef: float = 0.0, delta: float = 1e-4,
+                 coef_min: float = 0.0, coef_max: float = 0.005, gate: bool = True):
+        if not coef_min <= coef <= coef_max or delta < 0:
+            raise ValueError(f"coef: expected coef_min <= coef <= coef_max and delta >= 0, got "
+                             f"coef={coef}, coef_min={coef_min}, coef_max={coef_max}, delta={delta}")
+        self.target, self.coef, self.delta = target, coef, delta
+        self.coef_min, self.coef_max, self.gate = coef_min, coef_max, gate
+
+    def update(self, entropy: float) -> float:
+        """Feed this step's mean entropy; returns alpha_k for this step's loss, then moves c."""
+        e = float(entropy)
+        alpha = self.coef if (e <= self.target or not self.gate) else 0.0
+        step = self.delta if e < self.target else (-self.delta if e > self.target else 0.0)
+        # round away float dust (0.015 - 0.01 = 0.004999...) so logged coefficients read cleanly
+        self.coef = round(min(max(self.coef + step, self.coef_min), self.coef_max), 12)
+        return alpha

@@ -1,0 +1,60 @@
+"""Entropy bonus and the adaptive-coefficient thermostat."""
+
+import functools
+
+import pytest
+import torch
+
+from rlnb.algos import AGGREGATIONS, EntropyThermostat, entropy_bonus
+
+
+def test_entropy_bonus_by_hand():
+    H = torch.tensor([[1.0, 2.0, 9.0], [3.0, 0.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    # token-mean of valid entries (1 + 2 + 3) / 3 = 2
+    assert entropy_bonus(H, mask, entropy_coef=0.1).item() == pytest.approx(-0.2)
+    seq = functools.partial(AGGREGATIONS["seq-mean-token-mean"], group_size=1)
+    assert entropy_bonus(H, mask, seq, entropy_coef=0.1).item() == pytest.approx(-0.1 * (1.5 + 3) / 2)
+    assert entropy_bonus(H, mask).item() == 0.0
+
+
+def test_entropy_bonus_gradient_raises_entropy():
+    H = torch.tensor([[0.5, 0.7]], requires_grad=True)
+    entropy_bonus(H, torch.ones(1, 2), entropy_coef=0.2).backward()
+    assert torch.all(H.grad < 0)                                       # descending the loss raises H
+
+
+def test_thermostat_rises_below_target_to_the_cap():
+    th = EntropyThermostat(target=0.5, coef=0.0, delta=0.01, coef_min=0.0, coef_max=0.035)
+    coefs = []
+    for _ in range(6):
+        th.update(0.2)
+        coefs.append(th.coef)
+    assert coefs == [0.01, 0.02, 0.03, 0.035, 0.035, 0.035]
+
+
+def test_thermostat_falls_above_target_to_the_floor_and_gates_the_bonus():
+    th = EntropyThermostat(target=0.5, coef=0.02, delta=0.015, coef_min=0.001, coef_max=0.05)
+    alphas = [th.update(0.9) for _ in range(3)]
+    assert alphas == [0.0, 0.0, 0.0]                                   # above target: bonus off
+    assert th.coef == 0.001
+    assert th.update(0.5) == 0.001 and th.coef == 0.001                # at the target: applied, unchanged
+
+
+def test_thermostat_without_gate_always_applies_the_coefficient():
+    th = EntropyThermostat(target=0.5, coef=0.02, delta=0.01, coef_max=0.05, gate=False)
+    assert th.update(0.9) == 0.02 and th.coef == 0.01
+
+
+def test_thermostat_stays_within_bounds_under_any_sequence():
+    g = torch.Generator().manual_seed(0)
+    th = EntropyThermostat(target=0.3, coef=0.002, delta=0.001, coef_min=0.0005, coef_max=0.004)
+    for e in torch.rand(500, generator=g).tolist():
+        alpha = th.update(e)
+        assert 0.0005 <= th.coef <= 0.004
+        assert alpha == 0.0 or 0.0005 <= alpha <= 0.004
+
+
+def test_thermostat_rejects_a_start_outside_its_range():
+    with pytest.raises(ValueError, match="coef"):
+        EntropyThermostat(coef=1.0, coef_max=0.5)

@@ -1,0 +1,109 @@
+"""KL estimators: signs, unbiasedness vs exact KL on known categoricals, straight-through k3+, controller."""
+
+import math
+
+import pytest
+import torch
+
+from rlnb.algos import KL_ESTIMATORS, AdaptiveKLController, kl_penalized_rewards
+from rlnb.algos.kl import k1, k2, k3, k3_plus
+
+F64 = torch.float64
+P = torch.tensor([0.4, 0.3, 0.15, 0.1, 0.05], dtype=F64)   # pi (samples are drawn from it)
+Q = torch.tensor([0.1, 0.2, 0.2, 0.2, 0.3], dtype=F64)     # pi_ref
+EXACT_KL = float((P * (P.log() - Q.log())).sum())           # KL(pi || pi_ref) by enumeration
+
+
+def test_registry_names():
+    assert sorted(KL_ESTIMATORS) == ["k1", "k2", "k3", "k3+"]
+
+
+@pytest.mark.parametrize("name", ["k2", "k3", "k3+"])
+def test_nonnegative_estimators(name):
+    d = torch.linspace(-20, 20, 4001, dtype=F64)
+    assert torch.all(KL_ESTIMATORS[name](d, torch.zeros_like(d)) >= 0)
+
+
+def test_k1_takes_negative_values():
+    assert k1(torch.tensor([-1.0]), torch.tensor([0.0])).item() == -1.0
+
+
+def _samples(n=200_000):
+    g = torch.Generator().manual_seed(1234)
+    x = torch.multinomial(P, n, replacement=True, generator=g)
+    return P.log()[x], Q.log()[x]
+
+
+@pytest.mark.parametrize("name", ["k1", "k3"])
+def test_unbiased_estimators_match_exact_kl(name):
+    logp, ref = _samples()
+    est = KL_ESTIMATORS[name](logp, ref)
+    se = est.std().item() / math.sqrt(est.numel())
+    assert abs(est.mean().item() - EXACT_KL) < 5 * se, (est.mean().item(), EXACT_KL, se)
+
+
+def test_k3_has_lower_variance_than_k1_here():
+    logp, ref = _samples()
+    assert k3(logp, ref).var() < k1(logp, ref).var()
+
+
+def test_k2_is_biased():
+    """E_pi[k2] computed by enumeration differs from KL; the sample mean agrees with E_pi[k2], not with KL."""
+    exact_k2 = float((P * (P.log() - Q.log()) ** 2 / 2).sum())
+    logp, ref = _samples()
+    est = k2(logp, ref)
+    se = est.std().item() / math.sqrt(est.numel())
+    assert abs(est.mean().item() - exact_k2) < 5 * se
+    assert abs(exact_k2 - EXACT_KL) > 20 * se                           # 0.045 vs se 0.001
+
+
+def test_k3_plus_value_is_k3_gradient_is_k2():
+    d = torch.tensor([-2.0, -0.3, 0.0, 0.7, 3.0], dtype=F64)
+    a, b = d.clone().requires_grad_(True), d.clone().requires_grad_(True)
+    v = k3_plus(a, torch.zeros_like(d))
+    v.sum().backward()
+    k2(b, torch.zeros_like(d)).sum().backward()
+    torch.testing.assert_close(v.detach(), k3(d, torch.zeros_like(d)))
+    torch.testing.assert_close(a.grad, b.grad)
+    torch.testing.assert_close(a.grad, d)                               # d k2 / d logp = d
+
+
+def test_k3_gradient_targets_the_reverse_kl():
+    """Mean of k3's gradient coefficient (1 - ref/pi) under pi is 1 - sum(ref) = 0 per token: exact check
+    of E_pi[(1 - q/p) grad log p] = -sum_x q(x) grad log p(x), i.e. the gradient of KL(ref || pi)."""
+    coef = 1 - Q / P                                                   # d k3 / d logp at each category
+    torch.testing.assert_close((P * coef).sum(), torch.tensor(0.0, dtype=F64), atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("fn", [k1, k2, k3])
+def test_gradcheck(fn):
+    logp = torch.randn(3, 4, dtype=F64, requires_grad=True)
+    ref = torch.randn(3, 4, dtype=F64)
+    assert torch.autograd.gradcheck(lambda x: fn(x, ref), (logp,))
+
+
+def test_kl_penalized_rewards_by_hand():
+    rewards = torch.tensor([1.0, 0.0])
+    logp = torch.tensor([[-1.0, -2.0, 0.0], [-0.5, -0.5, -0.5]], requires_grad=True)
+    ref = torch.tensor([[-1.5, -1.0, -9.0], [-0.5, -1.5, -0.5]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    out = kl_penalized_rewards(rewards, logp, ref, mask, kl_coef=0.5)
+    # row 0: k1 = 0.5 - 1.0 (third token masked) = -0.5 -> 1 + 0.25; row 1: k1 sum = 1.0 -> -0.5
+    torch.testing.assert_close(out, torch.tensor([1.25, -0.5]))
+    assert not out.requires_grad
+
+
+def test_adaptive_kl_controller_moves_toward_target_and_is_bounded():
+    c = AdaptiveKLController(target=6.0, horizon=100, beta=1.0)
+    assert c.update(observed_kl=6.6, n_steps=10) == pytest.approx(1.0 * (1 + 0.1 * 10 / 100))
+    c = AdaptiveKLController(target=6.0, horizon=100, beta=1.0)
+    assert c.update(observed_kl=600.0, n_steps=10) == pytest.approx(1.02)  # error clipped to +0.2
+    c = AdaptiveKLController(target=6.0, horizon=100, beta=1.0)
+    assert c.update(observed_kl=0.0, n_steps=10) == pytest.approx(0.98)    # error clipped to -0.2
+    c = AdaptiveKLController(target=6.0, horizon=100, beta=1.0)
+    assert c.update(observed_kl=6.0, n_steps=10) == 1.0
+
+
+def test_adaptive_kl_controller_rejects_bad_settings():
+    with pytest.raises(ValueError, match="target"):
+        AdaptiveKLController(target=0.0, horizon=10)

@@ -1,0 +1,70 @@
+"""The zoo as a whole: registry contents, docstrings, hyperparameter names and how bind fills them."""
+
+import inspect
+
+import pytest
+
+from rlnb.algos import ADVANTAGES, AGGREGATIONS, FILTERS, KL_ESTIMATORS, POLICY_LOSSES, bind, hyper_names
+from rlnb.recipe import Recipe
+
+REGISTRIES = {"ADVANTAGES": ADVANTAGES, "POLICY_LOSSES": POLICY_LOSSES, "AGGREGATIONS": AGGREGATIONS,
+              "KL_ESTIMATORS": KL_ESTIMATORS, "FILTERS": FILTERS}
+
+NAMES = {
+    "ADVANTAGES": ["batch_norm", "dr_grpo", "grpo", "maxrl", "reinforce", "reinforce_baseline", "rloo"],
+    "POLICY_LOSSES": ["cispo", "dppo_kl", "dppo_topk_kl", "dppo_topk_tv", "dppo_tv", "gspo", "pg", "ppo_clip",
+                      "sapo"],
+    "AGGREGATIONS": ["prompt-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm",
+                     "token-mean"],
+    "KL_ESTIMATORS": ["k1", "k2", "k3", "k3+"],
+    "FILTERS": ["dynamic_sampling", "overlong", "zero_variance"],
+}
+
+# every hyperparameter a registry entry takes: these are the Recipe fields the loop binds by name
+HYPER = {"unbiased", "eps", "batch_std_centred", "eps_low", "eps_high", "dual_clip_c", "cispo_cap",
+         "tau_pos", "tau_neg", "dppo_delta", "dppo_cap", "group_size", "max_new_tokens"}
+
+# names shared by several entries whose defaults deliberately differ (each recipe sets them)
+PER_ENTRY_DEFAULTS = {"eps_low", "eps_high", "dppo_delta"}
+
+ENTRIES = [(r, n) for r, reg in REGISTRIES.items() for n in sorted(reg)]
+
+
+@pytest.mark.parametrize("reg", sorted(REGISTRIES))
+def test_registry_names(reg):
+    assert sorted(REGISTRIES[reg]) == NAMES[reg]
+
+
+@pytest.mark.parametrize("reg, name", ENTRIES)
+def test_every_entry_documents_paper_and_has_a_doctest(reg, name):
+    doc = inspect.getdoc(REGISTRIES[reg][name]) or ""
+    assert ">>>" in doc, f"{name}: no doctest"
+    assert any(k in doc for k in ("arXiv", "Williams 1992", "Schulman 2020")), f"{name}: no paper"
+
+
+def test_hyperparameter_names_are_the_documented_set():
+    found = {h for reg in REGISTRIES.values() for fn in reg.values() for h in hyper_names(fn)}
+    assert found == HYPER
+
+
+def test_shared_hyperparameters_share_defaults():
+    defaults = {}
+    for reg in REGISTRIES.values():
+        for fn in reg.values():
+            for p in inspect.signature(fn).parameters.values():
+                if p.kind is p.KEYWORD_ONLY and p.name not in PER_ENTRY_DEFAULTS:
+                    defaults.setdefault(p.name, set()).add(repr(p.default))
+    mixed = {k: v for k, v in defaults.items() if len(v) > 1 and k != "group_size"}
+    assert not mixed, mixed
+
+
+def test_bind_fills_from_recipe_fields():
+    fn = bind(POLICY_LOSSES["ppo_clip"], Recipe(eps_low=0.2, eps_high=0.28))
+    assert fn.keywords == {"eps_low": 0.2, "eps_high": 0.28}
+    agg = bind(AGGREGATIONS["seq-mean-token-sum-norm"], Recipe(max_new_tokens=24))
+    assert agg.keywords == {"max_new_tokens": 24}
+
+
+def test_tensor_inputs_are_not_hyperparameters():
+    assert hyper_names(POLICY_LOSSES["dppo_topk_tv"]) == ["dppo_delta", "dppo_cap"]
+    assert hyper_names(FILTERS["overlong"]) == []
