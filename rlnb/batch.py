@@ -34,6 +34,7 @@ class Batch:
     completions: list[str] | None = None       # (B,) decoded completion text
     old_logp: torch.Tensor | None = None       # (B, T) fp32, log pi_old(o_t) at sampling time
     ref_logp: torch.Tensor | None = None       # (B, T) fp32, log pi_ref(o_t); only when beta > 0
+    old_values: torch.Tensor | None = None     # (B, T) fp32, critic's V(s_t) at sampling (PPO only)
     # --- Rewarder -------------------------------------------------------------------------------
     rewards: torch.Tensor | None = None        # (B,) fp32, weighted sum of the parts
     reward_parts: dict[str, torch.Tensor] | None = None  # name -> (B,) fp32, each reward function
@@ -41,6 +42,7 @@ class Batch:
     # --- Advantager -----------------------------------------------------------------------------
     adv: torch.Tensor | None = None            # (B,) or (B, T) fp32
     keep: torch.Tensor | None = None           # (B,) bool, rows that enter the loss (filters)
+    returns: torch.Tensor | None = None        # (B, T) fp32, GAE returns: the critic's targets (PPO only)
     # --- anything a registry entry needs beyond the above (e.g. DPPO top-K log-probs) -----------
     extras: dict[str, torch.Tensor] = field(default_factory=dict)
 
@@ -89,6 +91,25 @@ class Batch:
                 changes[f.name] = {k: pick(x) for k, x in v.items()}
         return dataclasses.replace(self, **changes)
 
+    @classmethod
+    def concat(cls, batches: list[Batch]) -> Batch:
+        """Stack batches row-wise (dynamic sampling's rounds): prompts re-padded on the left,
+        completions on the right, so every row keeps its meaning."""
+        if not batches or len({b.group_size for b in batches}) != 1:
+            raise ValueError("batches: expected a non-empty list of batches with the same group_size")
+        changes = {}
+        for f in dataclasses.fields(cls):
+            vals = [getattr(b, f.name) for b in batches]
+            if f.name == "group_size" or vals[0] is None:
+                continue
+            if isinstance(vals[0], list):
+                changes[f.name] = [x for v in vals for x in v]
+            elif isinstance(vals[0], dict):
+                changes[f.name] = {k: _pad_cat([v[k] for v in vals], f.name) for k in vals[0]}
+            else:
+                changes[f.name] = _pad_cat(vals, f.name)
+        return dataclasses.replace(batches[0], **changes)
+
     def _repr_html_(self) -> str:
         """A table of completions: prompt, completion, reward, advantage, length."""
         head = "<tr><th>#</th><th>prompt</th><th>completion</th><th>reward</th><th>adv</th><th>len</th></tr>"
@@ -109,3 +130,16 @@ class Batch:
     def __repr__(self) -> str:
         filled = [f.name for f in dataclasses.fields(self) if getattr(self, f.name) is not None]
         return f"Batch(P={self.P}, G={self.group_size}, B={self.B}, fields={filled})"
+
+
+def _pad_cat(tensors: list[torch.Tensor], name: str) -> torch.Tensor:
+    """Concatenate along rows, zero-padding dim 1 (on the left for prompt fields, which are left-padded)."""
+    if tensors[0].dim() < 2:
+        return torch.cat(tensors)
+    width = max(t.shape[1] for t in tensors)
+    left = name.startswith("prompt_")
+    padded = []
+    for t in tensors:
+        pad = [0, 0] * (t.dim() - 2) + ([width - t.shape[1], 0] if left else [0, width - t.shape[1]])
+        padded.append(torch.nn.functional.pad(t, pad))
+    return torch.cat(padded)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 
 _ROW = ["prompt_index", "truncated", "rewards", "correct", "keep"]       # (B,)
-_TOKEN = ["completion_ids", "mask", "old_logp", "ref_logp"]              # (B, T)
-_FINITE = ["old_logp", "ref_logp", "rewards", "adv"]
+_TOKEN = ["completion_ids", "mask", "old_logp", "ref_logp", "old_values", "returns"]  # (B, T)
+_FINITE = ["old_logp", "ref_logp", "old_values", "rewards", "adv"]
 
 
 def _bad(name: str, expected: str, got) -> ValueError:

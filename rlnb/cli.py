@@ -34,7 +34,7 @@ def cmd_info(args) -> int:
     import torch
     import transformers
 
-    from rlnb import __version__, kernels, tasks, recipes
+    from rlnb import __version__, kernels, recipes, tasks
 
     print(f"rlnb {__version__}  python {platform.python_version()}  torch {torch.__version__}  "
           f"transformers {transformers.__version__}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import time
 from collections import deque
 from dataclasses import dataclass
 
@@ -11,13 +10,25 @@ import torch
 
 from rlnb import recipes as recipes_mod
 from rlnb import tasks as tasks_mod
-from rlnb.algos import ADVANTAGES, AGGREGATIONS, KL_ESTIMATORS, POLICY_LOSSES, bind
+from rlnb.algos import (
+    ADVANTAGES,
+    AGGREGATIONS,
+    FILTERS,
+    KL_ESTIMATORS,
+    POLICY_LOSSES,
+    PassRateHistory,
+    ValueHead,
+    bind,
+    gae,
+    value_loss,
+)
 from rlnb.batch import Batch
+from rlnb.controllers import build_controllers
 from rlnb.evaluate import evaluate
 from rlnb.metrics import step_metrics
 from rlnb.recipe import Recipe
 from rlnb.stages import Advantager, Rewarder, Sampler, Updater, UpdateStats, make_optimizer
-from rlnb.trainer_state import TrainerStateMixin, deferred_interrupt
+from rlnb.trainer_state import Timer, TrainerStateMixin, deferred_interrupt, hash_seed
 
 EVAL_SEED = 10_000  # held-out prompts; training prompts come from a pool seeded "train:<seed>"
 
@@ -34,24 +45,25 @@ class StepRecord:
 class Trainer(TrainerStateMixin):
     """Run a recipe on a model and a task, one inspectable step at a time.
 
-    >>> trainer = Trainer.tiny("grpo", task="add", seed=0)      # doctest: +SKIP
-    >>> record = trainer.step()                                  # doctest: +SKIP
-    >>> trainer.run(50)                                          # doctest: +SKIP
+    ``Trainer(model, tokenizer, task, recipe, seed=0, **recipe_overrides)``; ``Trainer.tiny(...)`` uses
+    the embedded default model. ``step()`` runs the four stages once; ``run(n)`` runs n steps with a
+    progress bar and callbacks; ``history`` holds the metrics of every step, ``records`` the last
+    batches and stats.
     """
 
     def __init__(self, model, tokenizer, task="add", recipe: str | Recipe = "grpo", *, seed: int = 0,
                  ref_model=None, pool_size: int = 4096, keep_records: int = 64, **overrides):
-        self.recipe = recipes_mod.get(recipe, **overrides) if isinstance(recipe, str) else recipe.replace(**overrides)
+        self.recipe = recipes_mod.get(recipe, **overrides)
         self.task = tasks_mod.get(task)
         self.model, self.tokenizer, self.seed = model, tokenizer, int(seed)
         check_vocab(model, tokenizer)
         self.pool = self.task.dataset(pool_size, seed=f"train:{seed}")
-        self.step_count, self.history = 0, []
+        self.step_count, self.prompts_drawn, self.history = 0, 0, []
         self.records: deque[StepRecord] = deque(maxlen=keep_records)
         if self.recipe.beta > 0 and ref_model is None:
             ref_model = copy.deepcopy(model).eval().requires_grad_(False)
         self.ref_model = ref_model
-        self.generators = {name: torch.Generator().manual_seed(hash_seed(seed, name)) for name in ("prompts", "sample", "update")}
+        self.generators = {name: torch.Generator().manual_seed(hash_seed(seed, name)) for name in ("sample", "update")}
         self._build_stages()
         self._run_target = None
 
@@ -66,41 +78,81 @@ class Trainer(TrainerStateMixin):
     # --- construction: registry names are resolved here, once ---------------------------------
     def _build_stages(self) -> None:
         r = self.recipe
-        self.optimizer, self.scheduler = make_optimizer(self.model, lr=r.lr, weight_decay=r.weight_decay,
-                                                        warmup_steps=r.warmup_steps)
+        hidden = self.model.get_output_embeddings().weight.shape[1]
+        self.value_head = ValueHead(hidden) if r.critic else None
+        self.optimizer, self.scheduler = make_optimizer(
+            self.model, lr=r.lr, weight_decay=r.weight_decay, warmup_steps=r.warmup_steps,
+            extra_modules=[self.value_head] if self.value_head is not None else [])
         self.sampler = Sampler(self.model, self.tokenizer, temperature=r.temperature, top_p=r.top_p,
-                               max_new_tokens=r.max_new_tokens, ref_model=self.ref_model,
-                               generator=self.generators["sample"])
-        self.rewarder = Rewarder.for_task(self.task, format_weight=r.format_weight)
-        self.advantager = Advantager(bind(ADVANTAGES[r.advantage], r))
+                               max_new_tokens=r.max_new_tokens, ref_model=self.ref_model, fp32_lm_head=r.fp32_lm_head,
+                               value_head=self.value_head, topk=r.topk_logprobs, generator=self.generators["sample"])
+        self.rewarder = Rewarder.for_task(self.task, format_weight=r.format_weight, overlong_buffer=r.overlong_buffer,
+                                          max_new_tokens=r.max_new_tokens, kl_coef=r.beta if r.kl_in_reward else 0.0)
+        self.advantager = Advantager(bind(ADVANTAGES[r.advantage], r), filters=[bind(FILTERS[f], r) for f in r.filters],
+                                     gae=bind(gae, r) if r.critic else None)
         self.updater = Updater(
             self.model, self.optimizer, self.scheduler, loss_fn=bind(POLICY_LOSSES[r.loss], r),
             agg_fn=bind(AGGREGATIONS[r.aggregation], r), kl_fn=bind(KL_ESTIMATORS[r.kl_estimator], r),
-            beta=r.beta, entropy_coef=r.entropy_coef, temperature=r.temperature,
-            num_iterations=r.num_iterations, num_mini_batches=r.num_mini_batches,
-            max_grad_norm=r.max_grad_norm, generator=self.generators["update"],
+            beta=0.0 if r.kl_in_reward else r.beta, entropy_coef=r.entropy_coef, temperature=r.temperature,
+            num_iterations=r.num_iterations, num_mini_batches=r.num_mini_batches, max_grad_norm=r.max_grad_norm,
+            fp32_lm_head=r.fp32_lm_head, value_head=self.value_head, value_loss_fn=bind(value_loss, r),
+            vf_coef=r.vf_coef, generator=self.generators["update"],
         )
+        self.pass_rates = PassRateHistory(pass_rate_threshold=r.pass_rate_threshold) if r.pass_rate_threshold else None
+        self.controllers = build_controllers(r, self)
 
-    # --- the loop -----------------------------------------------------------------------------
+    # --- prompts ------------------------------------------------------------------------------
     def next_prompts(self) -> Batch:
-        """The next P prompts from the training pool (a fresh permutation each pass), G times each."""
+        """The next P prompts of the training pool (a fresh permutation each pass), G times each.
+        Prompts retired by no-positive-resampling are skipped."""
         P, n = self.recipe.prompts_per_step, len(self.pool)
-        start = self.step_count * P
-        idx = torch.cat([self._perm(epoch) for epoch in range(start // n, (start + P - 1) // n + 1)])
-        idx = idx[start % n : start % n + P]
-        return Batch.from_rows(self.pool[idx.tolist()], self.recipe.num_generations, prompt_index=idx)
+        picked = []
+        for _ in range(n * 2 + P):  # two passes are enough to find P live prompts, or there are none
+            epoch, pos = divmod(self.prompts_drawn, n)
+            idx = int(self._perm(epoch)[pos])
+            self.prompts_drawn += 1
+            if self.pass_rates is None or self.pass_rates.keep([idx])[0]:
+                picked.append(idx)
+            if len(picked) == P:
+                return Batch.from_rows(self.pool[picked], self.recipe.num_generations, prompt_index=picked)
+        raise RuntimeError(f"pass_rate_threshold: every prompt of the pool is retired ({self.pass_rates.summary()})")
 
     def _perm(self, epoch: int) -> torch.Tensor:
-        return torch.randperm(len(self.pool), generator=torch.Generator().manual_seed(hash_seed(self.seed, f"epoch{epoch}")))
+        if getattr(self, "_perm_cache", (None,))[0] != epoch:
+            g = torch.Generator().manual_seed(hash_seed(self.seed, f"epoch{epoch}"))
+            self._perm_cache = (epoch, torch.randperm(len(self.pool), generator=g))
+        return self._perm_cache[1]
 
-    def step(self) -> StepRecord:
-        """One step: sample -> reward -> advantage -> update. On any error nothing changes."""
-        timer = Timer()
-        with self.rollback_on_error():
+    # --- the loop -----------------------------------------------------------------------------
+    def collect(self, timer: Timer | None = None) -> Batch:
+        """Sample and reward P groups. With dynamic sampling (``max_gen_rounds`` > 1) groups the filters
+        drop are replaced by fresh ones, for at most ``max_gen_rounds`` rounds (DAPO)."""
+        timer = timer or Timer()
+        P, G, kept, rounds = self.recipe.prompts_per_step, self.recipe.num_generations, [], 0
+        while rounds < self.recipe.max_gen_rounds:
+            rounds += 1
             with timer("sample"):
                 batch = self.sampler.step(self.next_prompts())
             with timer("reward"):
                 batch = self.rewarder.step(batch)
+            if self.pass_rates is not None:
+                self.pass_rates.update(batch.prompt_index[::G].tolist(), batch.correct, G)
+            if self.recipe.max_gen_rounds == 1:
+                return batch
+            self.sampled_zero_std.append(float((batch.rewards.view(-1, G).std(-1) == 0).float().mean()))
+            keep = self.advantager.keep_mask(batch).view(-1, G).all(-1)    # (P,) whole groups kept
+            kept.append(batch.select(torch.nonzero(keep.repeat_interleave(G)).flatten()))
+            if sum(b.P for b in kept) >= P:
+                break
+        full = Batch.concat([b for b in kept if b.B]) if any(b.B for b in kept) else batch
+        return full.select(torch.arange(min(full.B, P * G))) if full is not batch else full
+
+    def step(self) -> StepRecord:
+        """One step: sample -> reward -> advantage -> update. On any error nothing changes."""
+        timer = Timer()
+        self.sampled_zero_std = []
+        with self.rollback_on_error():
+            batch = self.collect(timer)
             with timer("advantage"):
                 batch = self.advantager.step(batch)
             with deferred_interrupt():  # Ctrl-C waits until the update is applied and recorded
@@ -111,6 +163,11 @@ class Trainer(TrainerStateMixin):
     def _commit(self, batch: Batch, stats: UpdateStats, timer: Timer) -> StepRecord:
         self.step_count += 1
         metrics = {"step": self.step_count, **step_metrics(batch, stats), **timer.metrics()}
+        if self.sampled_zero_std:
+            metrics["gen_rounds"] = len(self.sampled_zero_std)
+            metrics["frac_reward_zero_std_sampled"] = sum(self.sampled_zero_std) / len(self.sampled_zero_std)
+        for ctl in self.controllers:
+            metrics.update(ctl(batch, stats))
         record = StepRecord(batch, stats, metrics)
         self.history.append(metrics)
         self.records.append(record)
@@ -125,35 +182,6 @@ class Trainer(TrainerStateMixin):
     def __repr__(self) -> str:
         return (f"Trainer(recipe={self.recipe.name!r}, task={self.task.name!r}, seed={self.seed}, "
                 f"steps={self.step_count})")
-
-
-class Timer:
-    """Wall time per stage, as ``timing/<stage>_s`` metrics."""
-
-    def __init__(self):
-        self.seconds: dict[str, float] = {}
-
-    def __call__(self, stage: str):
-        timer = self
-
-        class _Ctx:
-            def __enter__(self):
-                self.t0 = time.perf_counter()
-
-            def __exit__(self, *exc):
-                timer.seconds[stage] = time.perf_counter() - self.t0
-
-        return _Ctx()
-
-    def metrics(self) -> dict[str, float]:
-        return {f"timing/{k}_s": round(v, 4) for k, v in self.seconds.items()}
-
-
-def hash_seed(seed: int, name: str) -> int:
-    """A stable 63-bit seed for one named random stream (Python's hash() is salted per process)."""
-    import hashlib
-
-    return int.from_bytes(hashlib.sha256(f"{seed}:{name}".encode()).digest()[:8], "little") >> 1
 
 
 def check_vocab(model, tokenizer) -> None:

@@ -1,30 +1,104 @@
-"""Named recipes: each a few lines composing registry entries with paper defaults scaled to the toy.
+"""Named recipes: each composes registry entries with its paper's defaults, scaled to the toy setting.
 
 ``rlnb.recipes.names()`` lists them; ``rlnb.recipes.get(name, **overrides)`` returns a ``Recipe``.
+Every recipe shares the toy budget (P = 16 prompts x G = 8 samples, lr 1e-4, 32 new tokens) unless its
+paper's mechanism needs something else; what differs is what the papers differ in.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 
 from rlnb.recipe import Recipe
+
+
+def reinforce() -> Recipe:
+    """REINFORCE (Williams 1992): A = r, loss -A sum_t log pi; the sum divided by the constant L only
+    rescales the learning rate. No baseline: the high-variance reference point of the family."""
+    return Recipe(name="reinforce", paper="Williams 1992, Machine Learning 8", advantage="reinforce", loss="pg",
+                  aggregation="seq-mean-token-sum-norm")
+
+
+def ppo() -> Recipe:
+    """PPO with a critic (Schulman et al. 2017, arXiv 1707.06347; InstructGPT-style RLHF): a value head,
+    GAE (gamma = lam = 1), clipped value loss, KL to the reference in the reward, two mini-batches."""
+    return Recipe(name="ppo", paper="PPO, arXiv 1707.06347; InstructGPT, arXiv 2203.02155", critic=True,
+                  loss="ppo_clip", aggregation="token-mean", beta=0.01, kl_in_reward=True, num_mini_batches=2)
 
 
 def grpo() -> Recipe:
     """GRPO (DeepSeekMath, arXiv 2402.03300): group-normalised advantages, PPO clip, seq-mean-token-mean.
     DeepSeekMath used beta 0.04; recent practice (and this toy default) is beta 0."""
     return Recipe(name="grpo", paper="DeepSeekMath, arXiv 2402.03300", advantage="grpo", loss="ppo_clip",
-                  eps_low=0.2, eps_high=0.2, aggregation="seq-mean-token-mean", beta=0.0)
+                  aggregation="seq-mean-token-mean", beta=0.0)
 
 
-RECIPES = {"grpo": grpo}
+def rloo() -> Recipe:
+    """RLOO (Ahmadian et al., arXiv 2402.14740): leave-one-out baseline, REINFORCE-style (no clipping),
+    sequence-level loss, KL in the reward."""
+    return Recipe(name="rloo", paper="Back to Basics, arXiv 2402.14740", advantage="rloo", loss="pg",
+                  aggregation="seq-mean-token-sum-norm", beta=0.01, kl_in_reward=True)
+
+
+def dr_grpo() -> Recipe:
+    """Dr. GRPO (Liu et al., arXiv 2503.20783): no std normalisation, a constant loss normaliser."""
+    return Recipe(name="dr_grpo", paper="Understanding R1-Zero-Like Training, arXiv 2503.20783",
+                  advantage="dr_grpo", loss="ppo_clip", aggregation="seq-mean-token-sum-norm")
+
+
+def dapo() -> Recipe:
+    """DAPO (Yu et al., arXiv 2503.14476): clip-higher (0.2 / 0.28), token-mean, overlong shaping and
+    filtering, dynamic sampling, no KL. L_max 20480 / L_cache 4096 in the paper -> 32 / 8 here."""
+    return Recipe(name="dapo", paper="DAPO, arXiv 2503.14476", advantage="grpo", loss="ppo_clip",
+                  eps_low=0.2, eps_high=0.28, aggregation="token-mean", overlong_buffer=8,
+                  filters=("dynamic_sampling", "overlong"), max_gen_rounds=3)
+
+
+def cispo() -> Recipe:
+    """CISPO (MiniMax-M1, arXiv 2506.13585): REINFORCE weighted by the clipped, stop-gradient IS ratio,
+    so clipped tokens keep their gradient; no lower bound (eps_low = 1), cap 1 + eps_high = 5."""
+    return Recipe(name="cispo", paper="MiniMax-M1, arXiv 2506.13585", advantage="grpo", loss="cispo",
+                  eps_low=1.0, eps_high=4.0, aggregation="token-mean", num_mini_batches=2)
+
+
+def gspo() -> Recipe:
+    """GSPO (Qwen, arXiv 2507.18071): sequence-level ratio exp(mean_t log rho) with a tiny clip range
+    (3e-4 / 4e-4), seq-mean aggregation, no KL; mini-batches so the ratio moves."""
+    return Recipe(name="gspo", paper="GSPO, arXiv 2507.18071", advantage="grpo", loss="gspo", eps_low=3e-4,
+                  eps_high=4e-4, aggregation="seq-mean-token-mean", num_mini_batches=2)
+
+
+def maxrl() -> Recipe:
+    """MaxRL (arXiv 2602.02710): A = (r - mean) / mean, which optimises a sum of pass@k; clip 0.2/0.2,
+    token-mean, no KL (paper N = 16; 8 here like the others)."""
+    return Recipe(name="maxrl", paper="MaxRL, arXiv 2602.02710", advantage="maxrl", loss="ppo_clip",
+                  aggregation="token-mean")
+
+
+def dppo() -> Recipe:
+    """DPPO (arXiv 2602.04879), Binary-TV: drop tokens whose probability moved more than delta = 0.15 in
+    A's direction, REINFORCE with a capped IS weight elsewhere; mini-batches so the policy moves."""
+    return Recipe(name="dppo", paper="DPPO, arXiv 2602.04879", advantage="grpo", loss="dppo_tv", dppo_delta=0.15,
+                  dppo_cap=10.0, aggregation="token-mean", num_mini_batches=2)
+
+
+def scalerl() -> Recipe:
+    """ScaleRL (arXiv 2510.13786): CISPO with a truncated IS cap, prompt-level aggregation, batch-level
+    advantage normalisation, FP32 LM head, zero-variance filtering, no-positive-resampling (0.9)."""
+    return Recipe(name="scalerl", paper="The Art of Scaling RL Compute, arXiv 2510.13786", advantage="batch_norm",
+                  loss="cispo", eps_low=1.0, eps_high=4.0, aggregation="prompt-mean", fp32_lm_head=True,
+                  filters=("zero_variance",), pass_rate_threshold=0.9)
+
+
+RECIPES = {f.__name__: f for f in (reinforce, ppo, grpo, rloo, dr_grpo, dapo, cispo, gspo, maxrl, dppo, scalerl)}
 
 
 def names() -> list[str]:
-    return sorted(RECIPES)
+    return list(RECIPES)
 
 
-def get(name: str, **overrides) -> Recipe:
+def get(name: str | Recipe, **overrides) -> Recipe:
     """The recipe ``name`` with ``overrides`` applied (unknown fields raise and list the known ones)."""
     if isinstance(name, Recipe):
         return name.replace(**overrides)
@@ -33,3 +107,19 @@ def get(name: str, **overrides) -> Recipe:
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise KeyError(f"recipe: unknown recipe {name!r}; known: {names()}{hint}")
     return RECIPES[name]().replace(**overrides)
+
+
+TABLE_FIELDS = ["advantage", "loss", "aggregation"]
+
+
+def table_markdown() -> str:
+    """The README's recipe table: each recipe's registry entries and what it changes from the defaults."""
+    base = Recipe()
+    lines = ["| recipe | advantage | loss | aggregation | other settings (vs. defaults) | paper |", "|---|---|---|---|---|---|"]
+    for name in names():
+        r = get(name)
+        diffs = [f"`{f.name}={getattr(r, f.name)!r}`" for f in dataclasses.fields(r)
+                 if f.name not in ("name", "paper", *TABLE_FIELDS) and getattr(r, f.name) != getattr(base, f.name)]
+        cells = [f"`{name}`", *(f"`{getattr(r, k)}`" for k in TABLE_FIELDS), ", ".join(diffs) or "-", r.paper]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -14,8 +14,8 @@ REPORT_METRICS = [
 
 def curves_figure(history: list[dict], title: str = ""):
     """A grid of the main training curves against the step."""
-    from plotly.subplots import make_subplots
     import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
 
     fig = make_subplots(rows=2, cols=4, subplot_titles=[label for _, label in REPORT_METRICS])
     steps = [h["step"] for h in history]

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import copy
+import hashlib
 import json
 import os
 import shutil
 import signal
 import threading
+import time
 from pathlib import Path
 
 import torch
@@ -29,6 +32,29 @@ def deferred_interrupt():
             raise KeyboardInterrupt
 
 
+class Timer:
+    """Wall time per stage, summed over a step, as ``timing/<stage>_s`` metrics."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, stage: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - t0
+
+    def metrics(self) -> dict[str, float]:
+        return {f"timing/{k}_s": round(v, 4) for k, v in self.seconds.items()}
+
+
+def hash_seed(seed: int, name: str) -> int:
+    """A stable 63-bit seed for one named random stream (Python's hash() is salted per process)."""
+    return int.from_bytes(hashlib.sha256(f"{seed}:{name}".encode()).digest()[:8], "little") >> 1
+
+
 class TrainerStateMixin:
     """Rollback on error, ``run`` with a clean stop, and ``save``/``load`` for exact resumption."""
 
@@ -39,13 +65,15 @@ class TrainerStateMixin:
     @contextlib.contextmanager
     def rollback_on_error(self):
         """If the step fails before its update commits, restore the random streams: nothing changed."""
-        rng, steps = self._rng_state(), self.step_count
+        rng, steps, drawn = self._rng_state(), self.step_count, self.prompts_drawn
+        pass_rates = copy.deepcopy(self.pass_rates)
         try:
             yield
         except BaseException:
             if self.step_count == steps:  # the update did not commit
                 for k, state in rng.items():
                     self.generators[k].set_state(state)
+                self.prompts_drawn, self.pass_rates = drawn, pass_rates
             raise
 
     # --- run ----------------------------------------------------------------------------------
@@ -90,11 +118,16 @@ class TrainerStateMixin:
 
         with quiet_progress():
             self.model.save_pretrained(tmp / "model", safe_serialization=True)
+            if self.ref_model is not None:  # the reference is the starting policy, not the current one
+                self.ref_model.save_pretrained(tmp / "reference", safe_serialization=True)
         self.tokenizer.save_pretrained(tmp / "model")
         torch.save({"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                    "rng": self._rng_state()}, tmp / "state.pt")
+                    "rng": self._rng_state(),
+                    "value_head": None if self.value_head is None else self.value_head.state_dict()}, tmp / "state.pt")
         meta = {"recipe": self.recipe.to_dict(), "task": self.task.name, "seed": self.seed,
-                "step_count": self.step_count, "run_target": self._run_target}
+                "step_count": self.step_count, "prompts_drawn": self.prompts_drawn, "run_target": self._run_target,
+                "controllers": [c.state() for c in self.controllers],
+                "pass_rates": None if self.pass_rates is None else self.pass_rates.state_dict()}
         (tmp / "trainer.json").write_text(json.dumps(meta, indent=1))
         (tmp / "history.jsonl").write_text("".join(json.dumps(h) + "\n" for h in self.history))
         old = directory.with_name(directory.name + ".old")
@@ -116,12 +149,22 @@ class TrainerStateMixin:
         meta = json.loads((directory / "trainer.json").read_text())
         model, tokenizer = load_model(directory / "model")
         trainer = cls(model, tokenizer, meta["task"], Recipe(**meta["recipe"]), seed=meta["seed"], **kwargs)
+        if trainer.ref_model is not None and (directory / "reference").exists():
+            trainer.ref_model = load_model(directory / "reference")[0].requires_grad_(False)
+            trainer.sampler.ref_model = trainer.ref_model
         state = torch.load(directory / "state.pt", weights_only=True)
         trainer.optimizer.load_state_dict(state["optimizer"])
         trainer.scheduler.load_state_dict(state["scheduler"])
         for k, s in state["rng"].items():
             trainer.generators[k].set_state(s)
+        if state["value_head"] is not None:
+            trainer.value_head.load_state_dict(state["value_head"])
         trainer.step_count, trainer._run_target = meta["step_count"], meta["run_target"]
+        trainer.prompts_drawn = meta["prompts_drawn"]
+        for ctl, value in zip(trainer.controllers, meta["controllers"]):
+            ctl.set(value)
+        if meta["pass_rates"] is not None:
+            trainer.pass_rates.load_state_dict(meta["pass_rates"])
         lines = (directory / "history.jsonl").read_text().splitlines()
         trainer.history = [json.loads(line) for line in lines if line.strip()]
         return trainer

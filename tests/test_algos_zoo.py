@@ -60,7 +60,7 @@ def test_shared_hyperparameters_share_defaults():
 
 def test_bind_fills_from_recipe_fields():
     fn = bind(POLICY_LOSSES["ppo_clip"], Recipe(eps_low=0.2, eps_high=0.28))
-    assert fn.keywords == {"eps_low": 0.2, "eps_high": 0.28}
+    assert fn.keywords == {"eps_low": 0.2, "eps_high": 0.28, "dual_clip_c": None}
     agg = bind(AGGREGATIONS["seq-mean-token-sum-norm"], Recipe(max_new_tokens=24))
     assert agg.keywords == {"max_new_tokens": 24}
 

@@ -61,7 +61,7 @@ def test_sampler_fields(stages):
 def test_old_logprobs_equal_the_updates_logprobs_before_any_step(stages):
     b = stages["sampler"].step(stages["batch"])
     stages["model"].train()
-    logp, _ = completion_logprobs(stages["model"], b.prompt_ids, b.prompt_mask, b.completion_ids, b.mask)
+    logp = completion_logprobs(stages["model"], b.prompt_ids, b.prompt_mask, b.completion_ids, b.mask).logp
     assert torch.equal(logp.detach(), b.old_logp)
 
 

@@ -135,3 +135,12 @@ class PassRateHistory:
 
     def summary(self) -> dict:
         return {"seen": len(self.latest), "retired": len(self.retired)}
+
+    def state_dict(self) -> dict:
+        """JSON-friendly state (prompt ids kept as a list, since JSON keys must be strings)."""
+        return {"latest": list(self.latest.items()), "counts": list(self.counts.items()), "retired": list(self.retired)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.latest = {k: v for k, v in state["latest"]}
+        self.counts = {k: list(v) for k, v in state["counts"]}
+        self.retired = set(state["retired"])

@@ -1,8 +1,8 @@
-"""Stage 3, the Advantager: turn each group's rewards into advantages with a registry estimator."""
+"""Stage 3, the Advantager: turn rewards into advantages, and decide which rows enter the loss."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -10,21 +10,41 @@ from rlnb.batch import Batch
 
 
 class Advantager:
-    """``adv = estimator(rewards, G)`` with the estimator looked up once in ``ADVANTAGES``.
+    """``adv = estimator(rewards, G)``; ``keep`` = AND of the filters' keep masks.
 
-    Reads: ``rewards``, ``group_size``.
-    Writes: ``adv`` (B,), ``keep`` (B,) (all True unless filters drop rows).
+    Reads: ``rewards``, ``group_size``, ``correct``, ``truncated``; with a critic also ``old_values``
+    and ``mask``.
+    Writes: ``adv`` ((B,), or (B, T) with a critic), ``keep`` (B,), and with a critic ``returns`` (B, T).
 
-    ``estimator`` is a bound registry function (``rlnb.algos.bind(ADVANTAGES[name], recipe)``), so the
-    stage never needs to know which algorithm it runs.
+    ``estimator`` and ``filters`` are bound registry functions (``rlnb.algos.bind(ADVANTAGES[name],
+    recipe)``), so the stage never needs to know which algorithm it runs. With ``gae`` given (PPO with a
+    critic) the reward sits on each completion's last token and advantages come per token from the
+    value head's estimates instead of from the group.
     """
 
-    def __init__(self, estimator: Callable[[torch.Tensor, int], torch.Tensor]):
-        self.estimator = estimator
+    def __init__(self, estimator: Callable[[torch.Tensor, int], torch.Tensor], *,
+                 filters: Sequence[Callable] = (), gae: Callable | None = None):
+        self.estimator, self.filters, self.gae = estimator, tuple(filters), gae
+
+    def keep_mask(self, batch: Batch) -> torch.Tensor:
+        """(B,) bool: rows every filter keeps (all True without filters)."""
+        keep = torch.ones(batch.B, dtype=torch.bool)
+        for f in self.filters:
+            keep &= f(batch.rewards, batch.group_size, truncated=batch.truncated, correct=batch.correct).bool()
+        return keep
 
     def step(self, batch: Batch) -> Batch:
         if batch.rewards is None:
             raise ValueError("batch.rewards: expected rewards from the Rewarder, got None (run Rewarder.step first)")
-        adv = self.estimator(batch.rewards, batch.group_size).float()     # (B,)
-        keep = batch.keep if batch.keep is not None else torch.ones(batch.B, dtype=torch.bool)
-        return batch.replace(adv=adv, keep=keep)
+        keep = self.keep_mask(batch)
+        if batch.keep is not None:
+            keep &= batch.keep
+        if self.gae is None:
+            return batch.replace(adv=self.estimator(batch.rewards, batch.group_size).float(), keep=keep)
+        if batch.old_values is None:
+            raise ValueError("batch.old_values: expected the critic's values from the Sampler (give it the value head)")
+        last = (batch.lengths - 1).clamp(min=0)                            # (B,) index of each final token
+        token_rewards = torch.zeros_like(batch.old_logp)                   # (B, T)
+        token_rewards[torch.arange(batch.B), last] = batch.rewards
+        adv, returns = self.gae(token_rewards, batch.old_values, batch.mask)
+        return batch.replace(adv=adv.float(), returns=returns.float(), keep=keep)

@@ -15,7 +15,8 @@ class Sampler:
 
     Reads: ``prompts`` (a prompt-only ``Batch`` from ``Batch.from_rows``).
     Writes: ``prompt_ids``, ``prompt_mask``, ``completion_ids``, ``mask``, ``truncated``,
-    ``completions``, ``old_logp`` and, when a reference model is given, ``ref_logp``.
+    ``completions``, ``old_logp``; ``ref_logp`` when a reference model is given; ``old_values`` with a
+    value head (PPO's critic); ``extras["topk_ids"]``/``extras["old_topk_logp"]`` when ``topk`` > 0.
 
     ``old_logp`` is recomputed with one full forward pass through ``rlnb.forward.completion_logprobs``
     (the Updater's own function) rather than taken from the incremental sampling pass, so that before
@@ -23,8 +24,8 @@ class Sampler:
     """
 
     def __init__(self, model, tokenizer, *, temperature: float = 1.0, top_p: float = 1.0,
-                 max_new_tokens: int = 32, ref_model=None, fp32_lm_head: bool = False,
-                 generator: torch.Generator | None = None):
+                 max_new_tokens: int = 32, ref_model=None, fp32_lm_head: bool = False, value_head=None,
+                 topk: int = 0, generator: torch.Generator | None = None):
         if not temperature > 0:
             raise ValueError(f"temperature: expected a positive number, got {temperature!r}")
         if not 0 < top_p <= 1:
@@ -33,7 +34,7 @@ class Sampler:
             raise ValueError(f"max_new_tokens: expected a positive int, got {max_new_tokens!r}")
         self.model, self.tokenizer, self.ref_model = model, tokenizer, ref_model
         self.temperature, self.top_p, self.max_new_tokens = temperature, top_p, max_new_tokens
-        self.fp32_lm_head = fp32_lm_head
+        self.fp32_lm_head, self.value_head, self.topk = fp32_lm_head, value_head, topk
         self.generator = generator if generator is not None else torch.Generator().manual_seed(0)
 
     @property
@@ -50,19 +51,21 @@ class Sampler:
                 temperature=self.temperature, top_p=self.top_p, generator=self.generator,
                 eos_token_id=self.tokenizer.eos_token_id, pad_token_id=self.tokenizer.pad_token_id,
             )
+            inputs = (prompt_ids, prompt_mask, completion_ids, mask)
             with torch.no_grad():
-                old_logp, _ = self._logprobs(self.model, prompt_ids, prompt_mask, completion_ids, mask)
-                ref_logp = None
+                old = completion_logprobs(self.model, *inputs, temperature=self.temperature,
+                                          fp32_lm_head=self.fp32_lm_head, value_head=self.value_head, topk=self.topk)
+                ref = None
                 if self.ref_model is not None:
-                    ref_logp, _ = self._logprobs(self.ref_model, prompt_ids, prompt_mask, completion_ids, mask)
+                    ref = completion_logprobs(self.ref_model, *inputs, temperature=self.temperature,
+                                              fp32_lm_head=self.fp32_lm_head)
         finally:
             self.model.train(was_training)
+        extras = dict(batch.extras)
+        if self.topk:
+            extras.update(topk_ids=old.topk_ids, old_topk_logp=old.topk_logp)
         return batch.replace(
             prompt_ids=prompt_ids, prompt_mask=prompt_mask, completion_ids=completion_ids, mask=mask,
             truncated=truncated, completions=self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True),
-            old_logp=old_logp, ref_logp=ref_logp,
+            old_logp=old.logp, ref_logp=None if ref is None else ref.logp, old_values=old.values, extras=extras,
         )
-
-    def _logprobs(self, model, prompt_ids, prompt_mask, completion_ids, mask):
-        return completion_logprobs(model, prompt_ids, prompt_mask, completion_ids, mask,
-                                   temperature=self.temperature, fp32_lm_head=self.fp32_lm_head)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from rlnb.algos.losses import extra_inputs
 from rlnb.batch import Batch
 from rlnb.forward import completion_logprobs
 
@@ -46,11 +47,13 @@ class UpdateStats:
         }
 
 
-def make_optimizer(model, *, lr: float, weight_decay: float = 0.0, warmup_steps: int = 0):
-    """AdamW and a linear warm-up (then constant) learning-rate schedule."""
+def make_optimizer(model, *, lr: float, weight_decay: float = 0.0, warmup_steps: int = 0, extra_modules=()):
+    """AdamW over the model's (and e.g. a value head's) trainable parameters, and a linear warm-up
+    (then constant) learning-rate schedule."""
     if not lr > 0:
         raise ValueError(f"lr: expected a positive learning rate, got {lr!r}")
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=weight_decay)
+    params = [p for mod in (model, *extra_modules) for p in mod.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
     warm = max(int(warmup_steps), 0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
     return opt, sched
@@ -60,7 +63,7 @@ class Updater:
     """Several epochs over the batch, each split into mini-batches of whole groups; one optimizer step each.
 
     Reads: ``prompt_ids``, ``prompt_mask``, ``completion_ids``, ``mask``, ``old_logp``, ``ref_logp``,
-    ``adv``, ``keep``.
+    ``adv``, ``keep``; with a critic ``old_values`` and ``returns``; ``extras`` a loss asks for.
     Writes: nothing on the batch; changes the model's weights; returns ``UpdateStats``.
 
     ``loss_fn``, ``agg_fn`` and ``kl_fn`` are bound registry functions. With ``num_iterations=1`` and
@@ -71,7 +74,8 @@ class Updater:
     def __init__(self, model, optimizer, scheduler=None, *, loss_fn: Callable, agg_fn: Callable,
                  kl_fn: Callable | None = None, beta: float = 0.0, entropy_coef: float = 0.0,
                  temperature: float = 1.0, num_iterations: int = 1, num_mini_batches: int = 1,
-                 max_grad_norm: float = 1.0, fp32_lm_head: bool = False,
+                 max_grad_norm: float = 1.0, fp32_lm_head: bool = False, value_head=None,
+                 value_loss_fn: Callable | None = None, vf_coef: float = 0.5,
                  generator: torch.Generator | None = None):
         for name, v in (("num_iterations", num_iterations), ("num_mini_batches", num_mini_batches)):
             if not isinstance(v, int) or v < 1:
@@ -85,6 +89,8 @@ class Updater:
         self.beta, self.entropy_coef, self.temperature = beta, entropy_coef, temperature
         self.num_iterations, self.num_mini_batches = num_iterations, num_mini_batches
         self.max_grad_norm, self.fp32_lm_head = max_grad_norm, fp32_lm_head
+        self.value_head, self.value_loss_fn, self.vf_coef = value_head, value_loss_fn, vf_coef
+        self.loss_inputs = extra_inputs(loss_fn)                          # e.g. DPPO top-K's tensors
         self.generator = generator if generator is not None else torch.Generator().manual_seed(0)
 
     def mini_batches(self, batch: Batch) -> list[torch.Tensor]:
@@ -113,17 +119,25 @@ class Updater:
         return self._stats(batch, {k: v / n for k, v in sums.items()}, n, last)
 
     def _loss(self, mb: Batch):
-        logp, ent = completion_logprobs(self.model, mb.prompt_ids, mb.prompt_mask, mb.completion_ids, mb.mask,
-                                        temperature=self.temperature, entropy=True, fp32_lm_head=self.fp32_lm_head)
+        topk_ids = mb.extras.get("topk_ids") if "topk_logp" in self.loss_inputs else None
+        fw = completion_logprobs(self.model, mb.prompt_ids, mb.prompt_mask, mb.completion_ids, mb.mask,
+                                 temperature=self.temperature, entropy=True, fp32_lm_head=self.fp32_lm_head,
+                                 value_head=self.value_head, topk_ids=topk_ids)
+        logp, ent = fw.logp, fw.entropy
         m = mb.mask * mb.keep[:, None].float()                            # (b, T) tokens in the loss
         G = mb.group_size
-        out = self.loss_fn(logp, mb.old_logp, mb.adv, m)
+        extra = {name: (fw.topk_logp if name == "topk_logp" else mb.extras[name]) for name in self.loss_inputs}
+        out = self.loss_fn(logp, mb.old_logp, mb.adv, m, **extra)
         pg = self.agg_fn(out.loss, m, group_size=G)
         total = pg
+        if self.value_head is not None:  # PPO's critic, trained on the same hidden states
+            total = total + self.vf_coef * self.agg_fn(self.value_loss_fn(fw.values, mb.old_values, mb.returns, m).loss,
+                                                       m, group_size=G)
         kl_t = None
-        if self.beta > 0:
+        if mb.ref_logp is not None and self.kl_fn is not None:  # measured whenever there is a reference
             kl_t = self.kl_fn(logp, mb.ref_logp) * m                      # (b, T)
-            total = total + self.beta * self.agg_fn(kl_t, m, group_size=G)
+            if self.beta > 0:
+                total = total + self.beta * self.agg_fn(kl_t, m, group_size=G)
         if self.entropy_coef:
             total = total - self.entropy_coef * self.agg_fn(ent, m, group_size=G)
         return total, pg, out, ent.detach(), kl_t, m
@@ -135,7 +149,7 @@ class Updater:
         if m.sum() > 0:  # a mini-batch whose rows were all filtered out contributes no step
             self.optimizer.zero_grad(set_to_none=True)
             total.backward()
-            params = [p for p in self.model.parameters() if p.grad is not None]
+            params = [p for group in self.optimizer.param_groups for p in group["params"] if p.grad is not None]
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm or float("inf")))
             self.optimizer.step()
             if self.scheduler is not None:
@@ -143,7 +157,7 @@ class Updater:
         mean = lambda x: float((x.float() * m).sum() / tokens)  # noqa: E731  token-mean over the loss mask
         scalars = {
             "loss": total.item(), "pg_loss": pg.item(), "entropy": mean(ent),
-            "kl": mean(kl_t) if kl_t is not None else 0.0, "clip_low": mean(out.clipped_low),
+            "kl": mean(kl_t.detach()) if kl_t is not None else 0.0, "clip_low": mean(out.clipped_low),
             "clip_high": mean(out.clipped_high), "clip_region": mean(out.clipped_low | out.clipped_high),
             "grad_norm": grad_norm,
         }
