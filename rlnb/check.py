@@ -1,0 +1,108 @@
+"""Exercise checkers for the notebooks: ``rlnb.check.<name>(your_fn)``.
+
+Each checker calls your function on a few hand-picked and random cases, compares it with the library's
+own implementation, prints what it found, and returns True. On a mismatch it raises ``AssertionError``
+with the first failing input, your output and the expected one, so the learner sees *where* it differs.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rlnb import algos
+from rlnb.evaluate import pass_at_k as _pass_at_k
+from rlnb.generate import top_p_filter as _top_p_filter
+
+
+def _compare(name: str, fn, ref, cases: list[tuple], atol: float = 1e-5) -> bool:
+    for i, args in enumerate(cases):
+        expected = ref(*args)
+        try:
+            got = fn(*args)
+        except Exception as e:  # show the learner their own error, with the input that caused it
+            raise AssertionError(f"{name}: your function raised {type(e).__name__}: {e} on case {i}: {args}") from e
+        got_t, exp_t = torch.as_tensor(got, dtype=torch.float64), torch.as_tensor(expected, dtype=torch.float64)
+        if got_t.shape != exp_t.shape or not torch.allclose(got_t, exp_t, atol=atol, rtol=1e-4, equal_nan=True):
+            raise AssertionError(f"{name}: case {i} differs.\n  input:    {args}\n  yours:    {got}\n  expected: {expected}")
+    print(f"{name}: all {len(cases)} cases match the library. Well done!")
+    return True
+
+
+def _reward_cases(seed: int = 0) -> list[tuple]:
+    g = torch.Generator().manual_seed(seed)
+    cases = [(torch.tensor([1.0, 0.0, 0.0, 0.0]), 4), (torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 0.0]), 3),
+             (torch.tensor([0.5, 0.5, 0.5, 0.5]), 2)]
+    cases += [(torch.rand(12, generator=g), G) for G in (2, 3, 4)]
+    return cases
+
+
+def grpo_advantage(fn) -> bool:
+    """``fn(rewards (B,), G) -> (B,)``: (r - group mean) / (group std (unbiased) + 1e-6)."""
+    return _compare("grpo_advantage", fn, algos.ADVANTAGES["grpo"], _reward_cases())
+
+
+def rloo_advantage(fn) -> bool:
+    """``fn(rewards (B,), G) -> (B,)``: r_i minus the mean of the *other* G-1 rewards of its group."""
+    return _compare("rloo_advantage", fn, algos.ADVANTAGES["rloo"], _reward_cases())
+
+
+def maxrl_advantage(fn) -> bool:
+    """``fn(rewards (B,), G) -> (B,)``: (r - group mean) / (group mean + 1e-6) for rewards >= 0."""
+    return _compare("maxrl_advantage", fn, algos.ADVANTAGES["maxrl"], _reward_cases())
+
+
+def _loss_cases() -> list[tuple]:
+    ratio = torch.tensor([[0.5, 0.9, 1.0, 1.1, 1.5], [0.7, 1.25, 1.3, 2.0, 0.79]])
+    return [(ratio, torch.tensor([1.0, 1.0])), (ratio, torch.tensor([-1.0, 2.0])), (ratio, torch.tensor([0.0, -0.5]))]
+
+
+def ppo_clip_loss(fn, *, eps_low: float = 0.2, eps_high: float = 0.2) -> bool:
+    """``fn(ratio (B, T), adv (B,)) -> (B, T)``: max(-A rho, -A clip(rho, 1 - eps_low, 1 + eps_high))."""
+    def ref(ratio, adv):
+        return algos.POLICY_LOSSES["ppo_clip"](ratio.log(), torch.zeros_like(ratio), adv, torch.ones_like(ratio),
+                                               eps_low=eps_low, eps_high=eps_high).loss
+    return _compare("ppo_clip_loss", fn, ref, _loss_cases())
+
+
+def k3(fn) -> bool:
+    """``fn(logp, ref_logp) -> k3``: exp(ref_logp - logp) + (logp - ref_logp) - 1."""
+    g = torch.Generator().manual_seed(0)
+    cases = [(torch.tensor([0.0, -1.0]), torch.tensor([0.0, -2.0])), (-torch.rand(3, 5, generator=g), -torch.rand(3, 5, generator=g))]
+    return _compare("k3", fn, algos.KL_ESTIMATORS["k3"], cases)
+
+
+def _agg_cases() -> list[tuple]:
+    loss = torch.tensor([[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
+    return [(loss, mask), (loss * -1, mask)]
+
+
+def token_mean(fn) -> bool:
+    """``fn(loss (B, T), mask (B, T)) -> scalar``: sum of loss * mask over all tokens / number of tokens."""
+    return _compare("token_mean", fn, algos.AGGREGATIONS["token-mean"], _agg_cases())
+
+
+def seq_mean_token_mean(fn) -> bool:
+    """``fn(loss (B, T), mask (B, T)) -> scalar``: mean over sequences of each sequence's token mean."""
+    return _compare("seq_mean_token_mean", fn, algos.AGGREGATIONS["seq-mean-token-mean"], _agg_cases())
+
+
+def overlong_penalty(fn, *, max_new_tokens: int = 16, overlong_buffer: int = 4) -> bool:
+    """``fn(lengths (B,)) -> (B,)``: DAPO's soft overlong punishment for L_max = 16, L_cache = 4."""
+    cases = [(torch.tensor([1, 12, 13, 14, 15, 16, 17]),), (torch.arange(20),)]
+    return _compare("overlong_penalty", fn, lambda n: algos.overlong_penalty(
+        n, max_new_tokens=max_new_tokens, overlong_buffer=overlong_buffer), cases)
+
+
+def top_p_filter(fn) -> bool:
+    """``fn(logits (B, V), top_p) -> logits`` with -inf outside the nucleus."""
+    g = torch.Generator().manual_seed(0)
+    cases = [(torch.log(torch.tensor([[0.5, 0.3, 0.2]])), 0.7), (torch.randn(4, 9, generator=g), 0.9),
+             (torch.randn(2, 5, generator=g), 1.0)]
+    return _compare("top_p_filter", fn, _top_p_filter, cases)
+
+
+def pass_at_k(fn) -> bool:
+    """``fn(n, c, k) -> float``: unbiased pass@k from n samples with c correct."""
+    cases = [(4, 1, 1), (4, 1, 2), (8, 0, 3), (8, 8, 1), (10, 3, 5), (16, 2, 8)]
+    return _compare("pass_at_k", fn, _pass_at_k, cases)

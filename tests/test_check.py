@@ -1,0 +1,75 @@
+"""The notebook exercise checkers accept a correct solution written independently and reject wrong ones."""
+
+import math
+
+import pytest
+import torch
+
+from rlnb import check
+
+
+def _groups(r, G):
+    return r.view(-1, G)
+
+
+def grpo_solution(r, G):
+    x = _groups(r, G)
+    return ((x - x.mean(1, keepdim=True)) / (x.std(1, keepdim=True) + 1e-6)).flatten()
+
+
+def rloo_solution(r, G):
+    x = _groups(r, G)
+    return (x - (x.sum(1, keepdim=True) - x) / (G - 1)).flatten()
+
+
+def maxrl_solution(r, G):
+    x = _groups(r, G)
+    m = x.mean(1, keepdim=True)
+    return ((x - m) / (m + 1e-6)).flatten()
+
+
+def ppo_solution(ratio, adv):
+    A = adv[:, None]
+    return torch.maximum(-A * ratio, -A * ratio.clamp(0.8, 1.2))
+
+
+def k3_solution(logp, ref):
+    return torch.exp(ref - logp) + (logp - ref) - 1
+
+
+def token_mean_solution(loss, mask):
+    return (loss * mask).sum() / mask.sum()
+
+
+def seq_mean_solution(loss, mask):
+    return ((loss * mask).sum(1) / mask.sum(1)).mean()
+
+
+def overlong_solution(n):
+    n = n.float()
+    return torch.where(n <= 12, 0.0, torch.where(n <= 16, (12 - n) / 4, -1.0))
+
+
+def pass_at_k_solution(n, c, k):
+    return 1 - math.comb(n - c, k) / math.comb(n, k)
+
+
+CASES = [
+    (check.grpo_advantage, grpo_solution, lambda r, G: r - r.mean()),
+    (check.rloo_advantage, rloo_solution, grpo_solution),
+    (check.maxrl_advantage, maxrl_solution, grpo_solution),
+    (check.ppo_clip_loss, ppo_solution, lambda ratio, adv: -adv[:, None] * ratio),
+    (check.k3, k3_solution, lambda logp, ref: logp - ref),
+    (check.token_mean, token_mean_solution, seq_mean_solution),
+    (check.seq_mean_token_mean, seq_mean_solution, token_mean_solution),
+    (check.overlong_penalty, overlong_solution, lambda n: torch.zeros(len(n))),
+    (check.pass_at_k, pass_at_k_solution, lambda n, c, k: c / n),
+]
+
+
+@pytest.mark.parametrize("checker, right, wrong", CASES, ids=[c[0].__name__ for c in CASES])
+def test_checker_accepts_right_and_rejects_wrong(checker, right, wrong, capsys):
+    assert checker(right) is True
+    assert "match" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="differs|raised"):
+        checker(wrong)
