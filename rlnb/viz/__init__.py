@@ -1,0 +1,23 @@
+"""Widgets for rlnb: move a slider, see the mechanism. Figures are plotly, controls ipywidgets.
+
+- Explorers: ``AdvantageExplorer``, ``ClipExplorer``, ``KLExplorer``, ``AggregationExplorer``,
+  ``EntropyView`` (``rlnb.viz.widgets``), and the ``TokenXRay`` (``rlnb.viz.tokens``).
+- ``Dashboard``: live training curves as a ``Trainer.run`` callback (``rlnb.viz.dashboard``).
+- Pure figure builders, usable without a kernel: ``rlnb.viz.figures``, ``rlnb.viz.figures_train``.
+- ``set_backend("widget" | "static" | "auto")``: FigureWidget, or a plain figure redrawn into an
+  ``Output`` where FigureWidget cannot load (chosen automatically in Colab and VS Code).
+- ``set_theme("light" | "dark")``: plotly does not follow JupyterLab's theme.
+- ``show_source(fn)``: the live source of a library function, highlighted.
+"""
+
+from rlnb.viz.backend import get_backend, set_backend
+from rlnb.viz.dashboard import Dashboard
+from rlnb.viz.source import show_source
+from rlnb.viz.theme import get_theme, set_theme
+from rlnb.viz.tokens import TokenXRay
+from rlnb.viz.widgets import AdvantageExplorer, AggregationExplorer, ClipExplorer, EntropyView, KLExplorer
+
+__all__ = [
+    "AdvantageExplorer", "AggregationExplorer", "ClipExplorer", "Dashboard", "EntropyView", "KLExplorer",
+    "TokenXRay", "get_backend", "get_theme", "set_backend", "set_theme", "show_source",
+]

@@ -1,0 +1,121 @@
+"""Pure figure builders: hand-made numbers in, the expected traces out. No kernel, no widgets."""
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
+import pytest
+
+from rlnb.viz import set_theme
+from rlnb.viz.figures import advantage_figure, aggregation_figure, clip_figure, kl_figure, trace
+from rlnb.viz.figures_train import dashboard_figure, entropy_figure, xray_figure
+from rlnb.viz.theme import COLORS
+
+
+def names(fig):
+    return [t.name for t in fig.data]
+
+
+def test_advantage_figure_traces_and_highlight():
+    fig = advantage_figure(rewards=[1, 0, 0, 0], adv=[1.5, -0.5, -0.5, -0.5], dist_right=[1.5, 0.5],
+                           dist_wrong=[-0.5], gaps=[0.01, 0.1], odd={"a": [1.5, 1.5], "b": [0.0075, 0.075]},
+                           selected="a")
+    assert isinstance(fig, go.Figure)
+    assert names(fig) == ["reward", "advantage", "A right", "A wrong", "odd a", "odd b"]
+    assert list(trace(fig, "advantage").y) == [1.5, -0.5, -0.5, -0.5]
+    assert list(trace(fig, "advantage").marker.color) == [COLORS["right"]] + [COLORS["wrong"]] * 3
+    assert list(trace(fig, "A wrong").x) == [-0.5]
+    assert trace(fig, "odd a").line.width == 3 and trace(fig, "odd a").opacity is None
+    assert trace(fig, "odd b").opacity == pytest.approx(0.35)
+    assert fig.layout.xaxis3.type == "log"
+    with pytest.raises(KeyError, match="odd c"):
+        trace(fig, "odd c")
+
+
+def test_clip_figure_shades_clip_regions_and_splits_batch_tokens():
+    rho = np.array([0.5, 1.0, 1.5])
+    low = np.array([[False, False, False], [True, False, False]])       # A < 0 clipped at rho 0.5
+    high = np.array([[False, False, True], [False, False, False]])      # A > 0 clipped at rho 1.5
+    obj = np.array([[0.5, 1.0, 1.2], [-0.8, -1.0, -1.5]])
+    tokens = {"ratio": [0.5, 1.0, 1.5], "adv": [-1.0, 1.0, 1.0], "low": [True, False, False],
+              "high": [False, False, True]}
+    fig = clip_figure(rho=rho, objective=obj, weight=obj, reference=obj, low=low, high=high, tokens=tokens)
+    assert names(fig) == ["objective A>0", "objective A<0", "weight A>0", "weight A<0", "rho A A>0", "rho A A<0",
+                          "tokens A>0", "clipped A>0", "tokens A<0", "clipped A<0"]
+    assert list(fig.data[1].y) == [-0.8, -1.0, -1.5]
+    assert list(trace(fig, "tokens A>0").x) == [1.0] and list(trace(fig, "clipped A>0").x) == [1.5]
+    assert list(trace(fig, "clipped A<0").x) == [0.5] and len(trace(fig, "tokens A<0").x) == 0
+    # one shaded rectangle per clipped run, in the objective and the weight row of its column
+    spans = sorted((s.x0, s.x1, s.fillcolor) for s in fig.layout.shapes)
+    assert spans == [(0.5, 0.5, COLORS["low"])] * 2 + [(1.5, 1.5, COLORS["high"])] * 2
+
+
+def test_kl_figure_bias_std_and_scaled_weights():
+    fig = kl_figure(x=[0, 1], pi_pdf=[0.1, 0.2], ref_pdf=[0.2, 0.1], samples={"k1": [0.0, 1.0], "k2": [0.5, 0.5]},
+                    true_kl=0.5, d=[-1.0, 0.0, 1.0], weights={"k1": [-1, -1, -1], "k2": [1, 0, -1]}, beta=0.1, A=2.0,
+                    selected="k2")
+    assert names(fig) == ["pi", "pi_ref", "samples k1", "samples k2", "bias", "std", "beta grad k1",
+                          "beta grad k2", "policy +A", "policy -A"]
+    assert list(trace(fig, "bias").y) == [0.0, 0.0]                 # both sample means equal 0.5
+    assert list(trace(fig, "std").y) == [0.5, 0.0]                  # population std of {0, 1} and {.5, .5}
+    assert np.allclose(trace(fig, "beta grad k2").y, [0.1, 0.0, -0.1])
+    assert list(trace(fig, "policy -A").y) == [-2.0, -2.0]
+
+
+def test_aggregation_figure_one_series_per_aggregation_and_row():
+    fig = aggregation_figure(labels=["o0", "o1"], per_token={"x": [0.5, 0.25], "y": [1, 1]},
+                             push={"x": [1, -1], "y": [2, -2]}, selected="y")
+    assert names(fig) == ["token weight x", "token weight y", "push x", "push y"]
+    assert list(trace(fig, "push y").y) == [2, -2] and trace(fig, "push x").opacity == pytest.approx(0.35)
+    assert trace(fig, "push x").yaxis == "y2" and trace(fig, "token weight x").yaxis == "y"
+
+
+def test_entropy_figure_masks_padding_and_draws_target():
+    fig = entropy_figure(token_entropy=[[0.5, 0.7], [0.2, 0.9]], mask=[[1, 1], [1, 0]], row_labels=["a", "b"],
+                         steps=[1, 2, 3], entropy=[0.6, 0.4, 0.3], target=0.35, coef=[0, 0, 0.001])
+    assert names(fig) == ["token entropy", "entropy", "target", "thermostat coef"]
+    z = np.array(fig.data[0].z, dtype=float)
+    assert z[0].tolist() == [0.5, 0.7] and z[1, 0] == 0.2 and math.isnan(z[1, 1])
+    assert list(trace(fig, "target").x) == [1, 3] and list(trace(fig, "target").y) == [0.35, 0.35]
+    assert trace(fig, "thermostat coef").yaxis != trace(fig, "entropy").yaxis    # its own axis
+
+
+def test_dashboard_figure_gaps_and_empty_series():
+    panels = [("reward", ("reward", "accuracy")), ("length", ("len",))]
+    fig = dashboard_figure(series={"reward": ([1, 2], [0.1, None]), "len": ([1], [3])}, panels=panels)
+    assert names(fig) == ["reward", "accuracy", "len"]
+    y = np.array(trace(fig, "reward").y, dtype=float)
+    assert y[0] == 0.1 and math.isnan(y[1])
+    assert len(trace(fig, "accuracy").x) == 0
+    assert trace(fig, "len").xaxis == "x2"
+
+
+def test_xray_figure_cells_text_and_clip_marks():
+    tokens = [["4", "6", "<eos>"], ["4", "<eos>"]]
+    mask = np.array([[1, 1, 1], [1, 1, 0]])
+    adv_ratio = np.array([[0.5, 0.6, 0.5], [-1.0, -1.2, 0.0]])
+    low = np.array([[0, 0, 0], [0, 1, 1]], dtype=bool)                   # (1, 2) is padding: not drawn
+    high = np.array([[0, 1, 0], [0, 0, 0]], dtype=bool)
+    fig = xray_figure(tokens=tokens, adv_ratio=adv_ratio, mask=mask, ratio=np.ones((2, 3)), entropy=np.ones((2, 3)),
+                      kl=None, weight=adv_ratio, low=low, high=high, row_labels=["r0", "r1"])
+    assert names(fig) == ["A x ratio", "clipped low", "clipped high"]
+    hm = fig.data[0]
+    assert [list(r) for r in hm.text] == [["4", "6", "<eos>"], ["4", "<eos>", ""]]
+    assert math.isnan(hm.z[1][2]) and hm.z[1][1] == -1.2 and hm.zmid == 0
+    assert (list(fig.data[1].x), list(fig.data[1].y)) == ([1], [1])
+    assert (list(fig.data[2].x), list(fig.data[2].y)) == ([1], [0])
+
+
+def test_theme_switch_changes_template_of_new_figures():
+    dark_bg = pio.templates["plotly_dark"].layout.paper_bgcolor
+    build = lambda: dashboard_figure(series={}, panels=[("a", ("a",))])  # noqa: E731
+    try:
+        set_theme("dark")
+        assert build().layout.template.layout.paper_bgcolor == dark_bg
+        set_theme("light")
+        assert build().layout.template.layout.paper_bgcolor != dark_bg
+        with pytest.raises(ValueError, match="name: expected one of"):
+            set_theme("solarized")
+    finally:
+        set_theme("light")

@@ -1,0 +1,325 @@
+"""Explorers without a kernel: set a control programmatically, read the figure, compare with values
+computed by hand from the papers' formulas."""
+
+import base64
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
+import pytest
+import torch
+
+from rlnb import Batch, UpdateStats
+from rlnb.algos import POLICY_LOSSES, LossOut
+from rlnb.viz import (
+    AdvantageExplorer,
+    AggregationExplorer,
+    ClipExplorer,
+    EntropyView,
+    KLExplorer,
+    TokenXRay,
+    set_backend,
+    set_theme,
+)
+from rlnb.viz.demo import demo_record
+from rlnb.viz.figures import trace
+
+
+@pytest.fixture(params=["widget", "static"], autouse=True)
+def backend(request):
+    set_backend(request.param)
+    yield request.param
+    set_backend("auto")
+
+
+def y(explorer, name):
+    return np.array(trace(explorer.fig, name).y, dtype=float)
+
+
+def decode(v):
+    """A plotly JSON array: a list, or a base64 typed array {"dtype", "bdata"}."""
+    if isinstance(v, dict):
+        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"])
+    return np.asarray(v, dtype=float)
+
+
+def at(explorer, name, x0):
+    t = trace(explorer.fig, name)
+    return float(np.array(t.y, dtype=float)[np.argmin(np.abs(np.array(t.x) - x0))])
+
+
+def test_backend_decides_the_figure_type(backend):
+    e = KLExplorer()
+    assert isinstance(e.fig, go.FigureWidget) == (backend == "widget")
+    if backend == "static":  # the Output holds the figure's JSON; it is redrawn on every change
+        n = e.live.n_renders
+        e.controls["beta"].value = 0.5
+        assert e.live.n_renders == n + 1
+        shown = e.live.view.outputs[0]["data"]["application/vnd.plotly.v1+json"]
+        grad = next(t for t in shown["data"] if t["name"] == "beta grad k1")
+        assert np.allclose(decode(grad["y"]), -0.5)                  # d k1 / d logp = 1
+
+
+# --- advantages --------------------------------------------------------------------------------------
+
+def test_advantage_explorer_worked_example_for_each_estimator():
+    """rewards [1, 0, 0, 0] (algorithms.md): GRPO [1.5, -.5, ...], Dr. GRPO [.75, -.25, ...],
+    RLOO [1, -1/3, ...], MaxRL [3, -1, ...], REINFORCE = r."""
+    e = AdvantageExplorer()
+    expected = {"grpo": [1.5, -0.5, -0.5, -0.5], "dr_grpo": [0.75, -0.25, -0.25, -0.25],
+                "rloo": [1, -1 / 3, -1 / 3, -1 / 3], "maxrl": [3, -1, -1, -1], "reinforce": [1, 0, 0, 0]}
+    for name, adv in expected.items():
+        e.controls["estimator"].value = name
+        assert np.allclose(y(e, "advantage"), adv, atol=1e-4), name
+        assert e.values["A_0"] == pytest.approx(adv[0], abs=1e-4)
+
+
+def test_advantage_explorer_G_resizes_rewards_and_shared_noise_cancels():
+    e = AdvantageExplorer(estimator="rloo")
+    e.controls["G"].value = 6
+    assert e.controls["rewards"].value == "1, 0, 0, 0, 0, 0"
+    assert np.allclose(y(e, "advantage"), [1] + [-1 / 5] * 5)       # leave-one-out mean of the others
+    e.controls["rewards"].value = "1, 1, 0"
+    assert e.controls["G"].value == 3
+    before = y(e, "advantage")
+    e.controls["sigma_shared"].value = 0.7                             # the same shift for the whole group
+    assert np.allclose(y(e, "advantage"), before) and not np.allclose(y(e, "reward"), [1, 1, 0])
+    e.controls["sigma_sample"].value = 0.3                             # each completion's own noise stays
+    assert not np.allclose(y(e, "advantage"), before)
+
+
+def test_advantage_explorer_odd_one_out_std_inflation():
+    """Group [1, 1, 1, 1 - g]: GRPO gives the odd one |A| = (3g/4) / (g/2) = 1.5 whatever g (the std
+    shrinks with the gap); Dr. GRPO gives 3g/4."""
+    e = AdvantageExplorer()
+    gaps = np.array(trace(e.fig, "odd grpo").x, dtype=float)
+    assert np.allclose(y(e, "odd grpo"), 1.5, rtol=3e-3)
+    assert np.allclose(y(e, "odd dr_grpo"), 0.75 * gaps)
+    assert trace(e.fig, "odd grpo").line.width == 3
+
+
+def test_advantage_explorer_distribution_and_errors():
+    e = AdvantageExplorer(p=1.0)
+    assert len(trace(e.fig, "A wrong").x) == 0                          # p = 1: every sample right
+    assert np.allclose(np.array(trace(e.fig, "A right").x, dtype=float), 0)  # all-equal groups: A = 0
+    e.controls["sigma_sample"].value = 0.5
+    e.controls["estimator"].value = "maxrl"                            # negative noisy rewards: MaxRL refuses
+    assert e.error is not None and "rewards" in e.error and "MaxRL" in e.readout.value
+    e.controls["sigma_sample"].value = 0.0
+    assert e.error is None
+
+
+def test_advantage_explorer_from_a_batch_group():
+    b = demo_record().batch
+    e = AdvantageExplorer(batch=b, group=1)
+    assert e.controls["G"].value == 4 and e.controls["rewards"].value == "1, 1, 0, 0"
+    with pytest.raises(ValueError, match="group: expected 0 <= group < P=2"):
+        AdvantageExplorer(batch=b, group=2)
+
+
+def test_estimator_hyperparameters_follow_the_dropdown():
+    e = AdvantageExplorer()
+    assert e.controls["eps"].layout.display != "none" and e.controls["batch_std_centred"].layout.display == "none"
+    e.controls["estimator"].value = "rloo"
+    assert all(e.controls[n].layout.display == "none" for n in ("eps", "unbiased", "batch_std_centred"))
+    e.controls["estimator"].value = "grpo"
+    e.controls["unbiased"].value = False                              # population std: sqrt(3)/4
+    assert y(e, "advantage")[0] == pytest.approx(0.75 / (math.sqrt(3) / 4), rel=1e-4)
+
+
+# --- clipping ----------------------------------------------------------------------------------------
+
+def test_clip_explorer_ppo_curves_match_the_paper(backend):
+    """A > 0: objective min(rho, 1 + eps_high); A < 0: -max(rho, 1 - eps_low) (PPO, 1707.06347)."""
+    e = ClipExplorer()
+    e.controls["eps_high"].value = 0.28
+    rho = np.array(e.fig.data[0].x, dtype=float)
+    assert np.allclose(y(e, "objective A>0"), np.minimum(rho, 1.28))
+    assert np.allclose(y(e, "objective A<0"), -np.maximum(rho, 0.8))
+    assert at(e, "objective A>0", 1.5) == pytest.approx(1.28)
+    off = (np.abs(rho - 1.28) > 1e-6) & (np.abs(rho - 0.8) > 1e-6)     # exactly on a bound: either is right
+    assert np.allclose(y(e, "weight A>0")[off], np.where(rho > 1.28, 0, rho)[off])   # clipped: no gradient
+    assert np.allclose(y(e, "weight A<0")[off], np.where(rho < 0.8, 0, -rho)[off])
+    e.controls["A"].value = 2.0
+    assert at(e, "objective A>0", 0.5) == pytest.approx(1.0)
+    e.controls["dual_clip_c_on"].value = True                           # c = 3: A<0 loss capped at -A c
+    assert e.controls["dual_clip_c"].value == 3.0
+    assert at(e, "objective A<0", 3.0) == pytest.approx(-6.0) and at(e, "weight A<0", 3.0) == 0
+    assert "dual_clip_c=3" in e.fig.layout.title.text
+
+
+def test_clip_explorer_cispo_keeps_the_gradient():
+    e = ClipExplorer(loss="ppo_clip")
+    e.controls["loss"].value = "cispo"
+    assert (e.controls["eps_low"].value, e.controls["eps_high"].value) == (1.0, 0.28)  # cispo's own defaults
+    assert e.controls["dual_clip_c"].layout.display == "none" and e.controls["cispo_cap_on"].layout.display != "none"
+    assert at(e, "weight A>0", 1.5) == pytest.approx(1.28)             # truncated IS weight, still a gradient
+    e.controls["cispo_cap_on"].value = True
+    e.controls["cispo_cap"].value = 5.0
+    assert at(e, "weight A>0", 1.5) == pytest.approx(1.5)
+
+
+def _tiny_batch(ratio):
+    """One group of two rows (A = +1, -1) with three tokens each, the given ratios."""
+    B, T = 2, 3
+    b = Batch.from_rows({"prompt": ["1+1="], "answer": ["2"]}, 2).replace(
+        completion_ids=torch.zeros(B, T, dtype=torch.long), mask=torch.ones(B, T),
+        old_logp=torch.full((B, T), math.log(0.3)), adv=torch.tensor([1.0, -1.0]))
+    return b, UpdateStats(ratio=torch.tensor(ratio))
+
+
+def test_clip_explorer_counts_the_batch_tokens_it_clips():
+    batch, stats = _tiny_batch([[1.5, 1.0, 1.1], [0.5, 0.9, 1.0]])
+    e = ClipExplorer(batch=batch, stats=stats)
+    assert (e.values["clip_ratio/low_mean"], e.values["clip_ratio/high_mean"], e.values["tokens"]) == (1 / 6, 1 / 6, 6)
+    e.controls["eps_high"].value = 0.05                                 # 1.5 and 1.1 now above 1.05
+    assert e.values["clip_ratio/high_mean"] == pytest.approx(2 / 6)
+    e.controls["eps_low"].value = 0.05                                  # 0.5 and 0.9 below 0.95
+    assert e.values["clip_ratio/low_mean"] == pytest.approx(2 / 6)
+    assert "clip_ratio/low_mean = 0.3333" in e.readout.value
+    assert np.allclose(sorted(trace(e.fig, "clipped A>0").x), [1.1, 1.5])
+
+
+def test_clip_explorer_lists_losses_by_signature_and_shows_new_hyperparameters():
+    @POLICY_LOSSES.register("_test_scaled")
+    def scaled(logp, old_logp, adv, mask, *, zeta: float = 0.5):
+        ratio = torch.exp(logp - old_logp)
+        A = adv[:, None].expand_as(logp)
+        none = torch.zeros_like(mask, dtype=torch.bool)
+        return LossOut(-zeta * A * ratio * mask, ratio.detach(), none, none, (zeta * A * ratio).detach())
+
+    @POLICY_LOSSES.register("_test_needs_tensor")
+    def needs(logp, old_logp, adv, mask, extra):
+        raise AssertionError("never called")
+
+    try:
+        e = ClipExplorer(loss="_test_scaled")
+        options = e.controls["loss"].options
+        assert "_test_needs_tensor" not in options and "dppo_topk_tv" not in options and "ppo_clip" in options
+        e.controls["zeta"].value = 0.25
+        rho = np.array(e.fig.data[0].x, dtype=float)
+        assert np.allclose(y(e, "objective A>0"), 0.25 * rho)
+    finally:
+        del POLICY_LOSSES["_test_scaled"], POLICY_LOSSES["_test_needs_tensor"]
+
+
+def test_explorers_do_not_share_or_stack_callbacks():
+    a, b = ClipExplorer(), ClipExplorer()
+    assert a.controls["eps_high"] is not b.controls["eps_high"]
+    n_a, n_b = a.n_updates, b.n_updates
+    b.controls["eps_high"].value = 0.3
+    assert (a.n_updates, b.n_updates) == (n_a, n_b + 1)
+    b.controls["loss"].value = "cispo"                                  # resets several sliders, one redraw
+    assert b.n_updates == n_b + 2
+    for e in (a, b):
+        assert len(e.controls["eps_high"]._trait_notifiers["value"]["change"]) == 1
+
+
+# --- KL, aggregation, entropy, tokens -----------------------------------------------------------------
+
+def test_kl_explorer_exact_kl_and_gradient_weights():
+    e = KLExplorer(beta=0.1)
+    assert e.values["KL"] == pytest.approx(0.125)                       # (0.5 - 0)^2 / 2
+    e.controls["pi_mean"].value, e.controls["pi_std"].value = 0.0, 2.0
+    assert e.values["KL"] == pytest.approx(math.log(0.5) + 4 / 2 - 0.5)
+    d = np.array(trace(e.fig, "beta grad k3").x, dtype=float)
+    assert np.allclose(y(e, "beta grad k1"), -0.1)                      # d k1 / d logp = 1
+    assert np.allclose(y(e, "beta grad k2"), -0.1 * d)
+    assert np.allclose(y(e, "beta grad k3"), -0.1 * (1 - np.exp(-d)))
+    assert np.allclose(y(e, "beta grad k3+"), -0.1 * d)                 # straight-through: k2's gradient
+    e.controls["A"].value = 0.5
+    assert list(trace(e.fig, "policy +A").y) == [0.5, 0.5]
+
+
+def test_kl_explorer_bias_of_k2_and_unbiased_k1_k3():
+    """pi = N(1, 1), ref = N(0, 1): d = x - 1/2 ~ N(1/2, 1), KL = 1/2, E[k2] = E[d^2]/2 = 5/8."""
+    e = KLExplorer(pi=(1.0, 1.0), ref=(0.0, 1.0))
+    n = e.n_samples
+    for name in ("k1", "k3"):
+        e.controls["estimator"].value = name
+        assert abs(e.values["bias"]) < 4 * e.values["std"] / math.sqrt(n), name
+    e.controls["estimator"].value = "k2"
+    assert e.values["mean"] == pytest.approx(0.625, abs=4 * e.values["std"] / math.sqrt(n))
+    assert e.values["bias"] > 0.05
+
+
+def test_aggregation_explorer_length_bias_by_hand():
+    """G = 8, two right completions of 6 tokens, six wrong of 24 (defaults)."""
+    e = AggregationExplorer()
+    assert e.values["weight right"] == pytest.approx(1 / (8 * 6))       # seq-mean-token-mean: 1/(G |o_i|)
+    assert e.values["weight wrong"] == pytest.approx(1 / (8 * 24)) and e.values["wrong/right"] == pytest.approx(0.25)
+    std = math.sqrt((2 * 0.75 ** 2 + 6 * 0.25 ** 2) / 7)                # GRPO's unbiased std of the rewards
+    assert e.values["push right"] == pytest.approx(0.75 / std / 8, rel=1e-4)
+    expected = {"token-mean": 1 / 156, "prompt-mean": 1 / 156, "seq-mean-token-sum": 1 / 8,
+                "seq-mean-token-sum-norm": 1 / (8 * 32)}
+    for name, w in expected.items():
+        e.controls["aggregation"].value = name
+        assert np.allclose(y(e, f"token weight {name}"), w), name
+        assert e.values["wrong/right"] == pytest.approx(1.0)
+    e.controls["max_new_tokens"].value = 10                             # < the 24-token completions
+    assert "max_new_tokens" in e.error
+    e.controls["max_new_tokens"].value = 24
+    e.controls["len_right"].value = 3
+    assert e.error is None and e.values["weight right"] == pytest.approx(1 / (8 * 24))
+
+
+def test_aggregation_explorer_on_a_batch():
+    b = demo_record().batch
+    e = AggregationExplorer(batch=b, aggregation="token-mean")
+    assert e.controls["G"].disabled
+    assert np.allclose(y(e, "token weight token-mean"), 1 / float(b.mask.sum()))
+
+
+def test_entropy_view_thermostat_replay_by_hand():
+    hist = [{"step": 1, "entropy": 0.5}, {"step": 2, "entropy": 0.2}, {"step": 3, "entropy": 0.1}]
+    e = EntropyView(history=hist, target=0.3)
+    # alpha_k = c_k 1[e_k <= target]; c rises by delta = 1e-3 below the target, falls (floored at 0) above
+    assert np.allclose(y(e, "thermostat coef"), [0, 0, 0.001]) and e.values["steps below target"] == 2
+    e.controls["target"].value = 0.6
+    assert np.allclose(y(e, "thermostat coef"), [0, 0.001, 0.002]) and list(trace(e.fig, "target").y) == [0.6, 0.6]
+    rec = demo_record()
+    z = np.array(e.fig.data[0].z, dtype=float)
+    m = rec.batch.mask.numpy() > 0
+    assert np.allclose(z[m], rec.stats.token_entropy.numpy()[m]) and np.isnan(z[~m]).all()
+
+
+def test_token_xray_colours_tokens_and_scrubs_steps():
+    a, b = demo_record(seed=0), demo_record(seed=1)
+    b.metrics["step"] = 7
+    x = TokenXRay(records=[a, b], group=1)
+    assert x.values["step"] == 7                                        # default: the latest record
+    rows = slice(4, 8)
+    expected = (b.batch.adv[rows, None] * b.stats.ratio[rows]).numpy()
+    m = b.batch.mask[rows].numpy() > 0
+    z = np.array(x.fig.data[0].z, dtype=float)
+    assert np.allclose(z[m], expected[m], atol=1e-6) and np.isnan(z[~m]).all()
+    hi = (b.stats.clipped_high[rows] & b.batch.mask[rows].bool()).nonzero()
+    assert sorted(zip(x.fig.data[2].y, x.fig.data[2].x, strict=True)) == sorted(map(tuple, hi.tolist()))
+    assert list(x.fig.data[0].text[1][:5]) == list("1589") + ["<eos>"]
+    x.controls["step"].value = 0
+    assert x.values["step"] == 1 and x.values["clipped high"] == int((a.stats.clipped_high[rows] & (a.batch.mask[rows] > 0)).sum())
+
+
+def test_set_theme_rethemes_live_explorers(backend):
+    e = AggregationExplorer()
+    dark_bg = pio.templates["plotly_dark"].layout.paper_bgcolor
+    try:
+        set_theme("dark")
+        assert e.fig.layout.template.layout.paper_bgcolor == dark_bg
+        e.controls["G"].value = 4                                       # updates keep the theme
+        assert e.fig.layout.template.layout.paper_bgcolor == dark_bg
+    finally:
+        set_theme("light")
+    assert e.fig.layout.template.layout.paper_bgcolor != dark_bg
+
+
+def test_widget_box_has_title_controls_readout_and_figure(backend):
+    e = ClipExplorer()
+    box = e.widget
+    assert box is e.widget                                              # built once
+    head, controls, readout, view = box.children
+    assert "Clip explorer" in head.value and readout is e.readout and view is e.live.view
+    assert {w.description for w in controls.children} >= {"loss", "eps_low", "eps_high", "A", "mu"}
+    assert e.controls["eps_high"].tooltip.startswith("Upper clip range")  # the Recipe field's doc
+    assert "application/vnd.jupyter.widget-view+json" in e._repr_mimebundle_()
