@@ -95,6 +95,18 @@ def test_dashboard_draws_when_the_cell_ends(monkeypatch):
     assert not dash.pending and events == [] and len(trace(dash.fig, "reward").x) == 3
 
 
+def test_dashboard_evaluates_every_k_steps_and_draws_then():
+    clock, tr = Clock(), FakeTrainer()
+    tr.evaluate = lambda n: {"pass@1": tr.step_count / 10 + n / 1000}
+    dash = Dashboard(eval_every=2, eval_n=5, clock=clock, backend="static")
+    for _ in range(5):
+        tr.step()
+        dash(tr, None)                                                  # the clock never moves
+    assert dash.n_draws == 3 and dash.pending                           # step 1, then the evaluations at 2 and 4
+    assert list(trace(dash.fig, "eval/pass@1").x) == [2, 4]
+    assert np.allclose(trace(dash.fig, "eval/pass@1").y, [0.205, 0.405])
+
+
 def test_dashboard_metrics_and_arguments():
     dash = Dashboard(metrics=["entropy", "grad_norm"], backend="static")
     assert [t.name for t in dash.fig.data] == ["entropy", "grad_norm"]
@@ -122,13 +134,15 @@ def test_backend_selection(monkeypatch):
     assert get_backend() == "widget"
 
 
-def test_static_backend_uses_the_shell_formatter(monkeypatch):
-    """In a kernel the Output gets what display(fig) would show (Colab's renderer in Colab)."""
-    seen = []
-    fmt = SimpleNamespace(format=lambda fig: (seen.append(fig) or {"text/html": "<div>plot</div>"}, {}))
-    monkeypatch.setattr(backend_mod, "_shell", lambda: SimpleNamespace(display_formatter=fmt))
+def test_static_backend_in_a_shell_uses_plotlys_renderer(monkeypatch):
+    """In a kernel the Output gets what plotly's renderer makes: in Colab, HTML loading plotly.js."""
+    import plotly.io as pio
+
+    monkeypatch.setattr(backend_mod, "_shell", lambda: object())
+    monkeypatch.setattr(pio.renderers, "default", "colab")
     live = backend_mod.LiveFigure(go.Figure(go.Scatter(y=[1, 2], name="a")), backend="static")
-    assert live.view.outputs[0]["data"] == {"text/html": "<div>plot</div>"} and seen == [live.fig]
+    data = live.view.outputs[0]["data"]
+    assert "plotly" in data["text/html"] and "application/vnd.plotly.v1+json" not in data
 
 
 def test_show_source_prints_and_returns_live_source(capsys):

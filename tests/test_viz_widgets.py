@@ -26,11 +26,15 @@ from rlnb.viz.demo import demo_record
 from rlnb.viz.figures import trace
 
 
-@pytest.fixture(params=["widget", "static"], autouse=True)
+@pytest.fixture(autouse=True)
 def backend(request):
-    set_backend(request.param)
-    yield request.param
+    name = getattr(request, "param", "widget")
+    set_backend(name)
+    yield name
     set_backend("auto")
+
+
+BOTH = pytest.mark.parametrize("backend", ["widget", "static"], indirect=True)  # the rest: widget only
 
 
 def y(explorer, name):
@@ -49,6 +53,7 @@ def at(explorer, name, x0):
     return float(np.array(t.y, dtype=float)[np.argmin(np.abs(np.array(t.x) - x0))])
 
 
+@BOTH
 def test_backend_decides_the_figure_type(backend):
     e = KLExplorer()
     assert isinstance(e.fig, go.FigureWidget) == (backend == "widget")
@@ -96,6 +101,7 @@ def test_advantage_explorer_odd_one_out_std_inflation():
     gaps = np.array(trace(e.fig, "odd grpo").x, dtype=float)
     assert np.allclose(y(e, "odd grpo"), 1.5, rtol=3e-3)
     assert np.allclose(y(e, "odd dr_grpo"), 0.75 * gaps)
+    assert np.allclose(y(e, "odd batch_norm"), 1.5, rtol=3e-3)         # a batch of one group: its own std
     assert trace(e.fig, "odd grpo").line.width == 3
 
 
@@ -130,6 +136,7 @@ def test_estimator_hyperparameters_follow_the_dropdown():
 
 # --- clipping ----------------------------------------------------------------------------------------
 
+@BOTH
 def test_clip_explorer_ppo_curves_match_the_paper(backend):
     """A > 0: objective min(rho, 1 + eps_high); A < 0: -max(rho, 1 - eps_low) (PPO, 1707.06347)."""
     e = ClipExplorer()
@@ -204,7 +211,8 @@ def test_clip_explorer_lists_losses_by_signature_and_shows_new_hyperparameters()
         del POLICY_LOSSES["_test_scaled"], POLICY_LOSSES["_test_needs_tensor"]
 
 
-def test_explorers_do_not_share_or_stack_callbacks():
+@BOTH
+def test_explorers_do_not_share_or_stack_callbacks(backend):
     a, b = ClipExplorer(), ClipExplorer()
     assert a.controls["eps_high"] is not b.controls["eps_high"]
     n_a, n_b = a.n_updates, b.n_updates
@@ -284,7 +292,8 @@ def test_entropy_view_thermostat_replay_by_hand():
     assert np.allclose(z[m], rec.stats.token_entropy.numpy()[m]) and np.isnan(z[~m]).all()
 
 
-def test_token_xray_colours_tokens_and_scrubs_steps():
+@BOTH
+def test_token_xray_colours_tokens_and_scrubs_steps(backend):
     a, b = demo_record(seed=0), demo_record(seed=1)
     b.metrics["step"] = 7
     x = TokenXRay(records=[a, b], group=1)
@@ -301,6 +310,7 @@ def test_token_xray_colours_tokens_and_scrubs_steps():
     assert x.values["step"] == 1 and x.values["clipped high"] == int((a.stats.clipped_high[rows] & (a.batch.mask[rows] > 0)).sum())
 
 
+@BOTH
 def test_set_theme_rethemes_live_explorers(backend):
     e = AggregationExplorer()
     dark_bg = pio.templates["plotly_dark"].layout.paper_bgcolor

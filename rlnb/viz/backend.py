@@ -61,13 +61,12 @@ def _shell():
 
 
 def mime_bundle(fig: go.Figure) -> tuple[dict, dict]:
-    """What ``display(fig)`` would send: IPython's formatter when a shell runs (so Colab gets its own
-    renderer), else plotly's JSON mimetype, which is what tests read."""
-    ip = _shell()
-    if ip is not None:
-        return ip.display_formatter.format(fig)
-    title = fig.layout.title.text or "plotly figure"
-    return {"application/vnd.plotly.v1+json": fig.to_plotly_json(), "text/plain": f"<{title}>"}, {}
+    """What ``display(fig)`` would show, from plotly's current renderer (Colab's HTML in Colab,
+    plotly's JSON mimetype in JupyterLab). Outside a shell (tests) plotly's JSON mimetype."""
+    bundle = fig._repr_mimebundle_(include=None, exclude=None) if _shell() is not None else {}
+    if not bundle:
+        bundle = {"application/vnd.plotly.v1+json": fig.to_plotly_json()}
+    return {**bundle, "text/plain": f"<{fig.layout.title.text or 'plotly figure'}>"}, {}
 
 
 def sync_figure(live: go.Figure, new: go.Figure) -> None:

@@ -95,10 +95,14 @@ def advantage_samples(fn: Callable, hyper: dict, *, G: int, p: float, sigma_shar
 
 def odd_one_out(fn: Callable, hyper: dict, *, G: int, gaps: torch.Tensor) -> torch.Tensor:
     """|A| of the one completion with reward 1 - gap in a group whose G - 1 others got 1: how much a
-    tiny difference on a nearly solved prompt is worth. Returns (len(gaps),)."""
-    rewards = torch.ones(len(gaps), G, dtype=torch.float64)
-    rewards[:, -1] -= gaps.double()
-    return fn(rewards.reshape(-1), G, **hyper).reshape(len(gaps), G)[:, -1].abs()
+    tiny difference on a nearly solved prompt is worth. Each gap is its own batch of one group (so a
+    batch-level normaliser sees only that group). Returns (len(gaps),)."""
+    out = []
+    for gap in gaps.double():
+        rewards = torch.ones(G, dtype=torch.float64)
+        rewards[-1] -= gap
+        out.append(fn(rewards, G, **hyper)[-1].abs())
+    return torch.stack(out)
 
 
 # --- KL ---------------------------------------------------------------------------------------------

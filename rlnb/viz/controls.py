@@ -143,9 +143,12 @@ def set_hypers(fn: Callable, controls: dict, managed: Iterable[str], *, skip: It
         if p.name + "_on" in controls:
             mine.add(p.name + "_on")
             controls[p.name + "_on"].value = value is not None
+        w = controls[p.name]
+        if value is not None and not isinstance(w, (widgets.Checkbox, widgets.FloatLogSlider)):
+            w.max, w.min = max(w.max, value), min(w.min, value)  # a slider silently clamps what it cannot show
+            fit_step(w, value)
         if value is not None:
-            fit_step(controls[p.name], value)
-            controls[p.name].value = value
+            w.value = value
     for name in managed:
         controls[name].layout.display = "" if name in mine else "none"
 

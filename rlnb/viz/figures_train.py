@@ -17,10 +17,16 @@ from rlnb.viz.theme import COLORS, themed
 
 
 def masked(x, mask) -> np.ndarray:
-    """``x`` as a float array with NaN where ``mask`` is 0 (plotly leaves NaN cells blank)."""
+    """``x`` as a float array with NaN where ``mask`` is 0."""
     out = np_(x).copy()
     out[np_(mask) == 0] = np.nan
     return out
+
+
+def gaps(a: np.ndarray) -> list:
+    """Nested lists with None for NaN: blank heatmap cells. (A FigureWidget cannot send NaN inside a
+    2-D array: it is not valid JSON; 1-D arrays travel as binary and may hold NaN.)"""
+    return np.where(np.isnan(a), None, a).tolist()
 
 
 def entropy_figure(*, token_entropy, mask, row_labels: Sequence[str], steps, entropy, target: float,
@@ -33,7 +39,7 @@ def entropy_figure(*, token_entropy, mask, row_labels: Sequence[str], steps, ent
     fig = make_subplots(rows=2, cols=1, vertical_spacing=0.14, row_heights=[0.45, 0.55],
                         specs=[[{}], [{"secondary_y": True}]],
                         subplot_titles=("per-token entropy of one batch (nats)", "entropy over training"))
-    z = masked(token_entropy, mask)
+    z = gaps(masked(token_entropy, mask))
     fig.add_heatmap(z=z, y=list(row_labels), colorscale="Viridis", name="token entropy", row=1, col=1,
                     colorbar=dict(len=0.4, y=0.8), hovertemplate="%{y} t=%{x}: H=%{z:.3f}<extra></extra>")
     s = list(steps)
@@ -44,9 +50,18 @@ def entropy_figure(*, token_entropy, mask, row_labels: Sequence[str], steps, ent
     fig.add_scatter(x=s, y=list(coef), name="thermostat coef", mode="lines", line=dict(color=COLORS["ref"]),
                     row=2, col=1, secondary_y=True)
     fig.update_yaxes(autorange="reversed", row=1, col=1)
+    fig.update_yaxes(title_text="coef", secondary_y=True, row=2, col=1)
     fig.update_xaxes(title_text="step", row=2, col=1)
-    fig.update_layout(title=title, height=560)
+    fig.update_layout(title=title, height=600, legend=dict(orientation="h", y=-0.12))
     return themed(fig)
+
+
+# Metrics whose meaning has a colour everywhere in rlnb (right/wrong, clipped low/high).
+METRIC_COLORS = {
+    "accuracy": COLORS["right"], "completions/mean_length_correct": COLORS["right"],
+    "completions/mean_length_wrong": COLORS["wrong"], "clip_ratio/low_mean": COLORS["low"],
+    "clip_ratio/high_mean": COLORS["high"], "eval/pass@1": COLORS["accent"],
+}
 
 
 def dashboard_figure(*, series: dict, panels: Sequence[tuple[str, Sequence[str]]],
@@ -60,13 +75,14 @@ def dashboard_figure(*, series: dict, panels: Sequence[tuple[str, Sequence[str]]
     rows = math.ceil(len(panels) / cols)
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=[p[0] for p in panels], vertical_spacing=0.16,
                         horizontal_spacing=0.07)
-    palette = [COLORS["pi"], COLORS["right"], COLORS["wrong"], COLORS["high"], COLORS["low"]]
+    palette = [COLORS["pi"], COLORS["accent"], COLORS["ref"]]
     for k, (_, names) in enumerate(panels):
         for j, name in enumerate(names):
             x, y = series.get(name, ([], []))
-            y = [np.nan if v is None else v for v in y]
+            y = [None if v is None or v != v else v for v in y]        # None leaves a gap; NaN is not JSON
             fig.add_scatter(x=list(x), y=y, name=name, mode="lines+markers" if len(x) < 30 else "lines",
-                            row=k // cols + 1, col=k % cols + 1, line_color=palette[j % len(palette)],
+                            row=k // cols + 1, col=k % cols + 1,
+                            line_color=METRIC_COLORS.get(name, palette[j % len(palette)]),
                             marker_size=4)
     fig.update_layout(title=title, height=260 * rows + 80, legend=dict(orientation="h", y=-0.08))
     return themed(fig)
@@ -87,7 +103,7 @@ def xray_figure(*, tokens: Sequence[Sequence[str]], adv_ratio, mask, ratio, entr
     custom = np.stack([masked(ratio, mask), masked(entropy, mask), kl, masked(weight, mask)], axis=-1)
     lim = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 1.0
     fig = go.Figure(go.Heatmap(
-        z=z, text=text, texttemplate="%{text}", customdata=custom, name="A x ratio", colorscale="RdBu",
+        z=gaps(z), text=text, texttemplate="%{text}", customdata=gaps(custom), name="A x ratio", colorscale="RdBu",
         zmid=0, zmin=-lim, zmax=lim, xgap=2, ygap=2, colorbar=dict(title="A x rho"),
         hovertemplate=("token '%{text}' (t=%{x})<br>A x rho %{z:.3f}<br>ratio %{customdata[0]:.3f}"
                        "<br>entropy %{customdata[1]:.3f}<br>KL %{customdata[2]:.4f}"
