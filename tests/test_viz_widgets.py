@@ -10,7 +10,7 @@ import plotly.io as pio
 import pytest
 import torch
 
-from rlnb import Batch, UpdateStats
+from rlnb import Batch, Recipe, UpdateStats
 from rlnb.algos import POLICY_LOSSES, LossOut
 from rlnb.viz import (
     AdvantageExplorer,
@@ -286,6 +286,13 @@ def test_entropy_view_thermostat_replay_by_hand():
     assert np.allclose(y(e, "thermostat coef"), [0, 0, 0.001]) and e.values["steps below target"] == 2
     e.controls["target"].value = 0.6
     assert np.allclose(y(e, "thermostat coef"), [0, 0.001, 0.002]) and list(trace(e.fig, "target").y) == [0.6, 0.6]
+    # the Trainer's thermostat (gate=False): the coefficient applies above the target too, and the
+    # recipe's entropy_target / entropy_coef_delta / entropy_coef_max set it up
+    r = Recipe(entropy_target=0.3, entropy_coef_delta=0.01, entropy_coef_max=0.015)
+    hist2 = [{"step": s, "entropy": h} for s, h in enumerate([0.2, 0.2, 0.5, 0.5], 1)]
+    e2 = EntropyView(history=hist2, recipe=r)
+    assert e2.controls["target"].value == 0.3
+    assert np.allclose(y(e2, "thermostat coef"), [0, 0.01, 0.015, 0.005])  # c: .01, .015 (cap), .005, 0
     rec = demo_record()
     z = np.array(e.fig.data[0].z, dtype=float)
     m = rec.batch.mask.numpy() > 0

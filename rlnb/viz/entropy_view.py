@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
+from rlnb.recipe import Recipe
 from rlnb.viz import compute
 from rlnb.viz.controls import STYLE, Explorer
 from rlnb.viz.demo import demo_entropy_history, demo_record
 from rlnb.viz.figures_train import entropy_figure
 
-THERMOSTAT = {"delta": 1e-3, "coef_max": 0.01}  # toy-sized steps; the paper's 1e-4 / 0.005 are for 7B
+
+def thermostat_args(recipe: Recipe) -> dict:
+    """The EntropyThermostat the Trainer builds from a recipe (``rlnb.controllers.Thermostat``)."""
+    return {"coef": recipe.entropy_coef, "delta": recipe.entropy_coef_delta, "coef_min": 0.0,
+            "coef_max": recipe.entropy_coef_max, "gate": False}
 
 
 class EntropyView(Explorer):
@@ -21,8 +26,10 @@ class EntropyView(Explorer):
         trainer: read ``trainer.history`` and the last of ``trainer.records``; ``refresh()`` re-reads.
         record: a ``StepRecord`` for the per-token panel. history: a list of metric dicts with
         ``step`` and ``entropy``. Defaults: hand-made (``rlnb.viz.demo``).
-        target: the thermostat's target entropy (nats). thermostat: other ``EntropyThermostat``
-        arguments (default ``delta=1e-3, coef_max=0.01``).
+        recipe: where the thermostat's settings come from (``entropy_coef``, ``entropy_coef_delta``,
+        ``entropy_coef_max``, ``entropy_target``), as the Trainer builds it; default the trainer's
+        recipe, else ``Recipe()``. target: the starting target (default the recipe's
+        ``entropy_target``, else 0.3). thermostat: ``EntropyThermostat`` arguments that override these.
 
     Controls: ``target``. Readout values: ``last entropy``, ``steps below target``, ``last coef``.
     Trace layout: ``rlnb.viz.figures_train.entropy_figure``.
@@ -30,13 +37,16 @@ class EntropyView(Explorer):
 
     title = "Entropy view"
 
-    def __init__(self, *, trainer=None, record=None, history: list[dict] | None = None, target: float = 0.3,
-                 thermostat: dict | None = None):
-        self.trainer, self.thermostat = trainer, {**THERMOSTAT, **(thermostat or {})}
+    def __init__(self, *, trainer=None, record=None, history: list[dict] | None = None, recipe: Recipe | None = None,
+                 target: float | None = None, thermostat: dict | None = None):
+        recipe = recipe or getattr(trainer, "recipe", None) or Recipe()
+        if target is None:
+            target = recipe.entropy_target if recipe.entropy_target is not None else 0.3
+        self.trainer, self.thermostat = trainer, {**thermostat_args(recipe), **(thermostat or {})}
         self._record, self._history = record, history
-        c = {"target": widgets.FloatSlider(value=target, min=0.0, max=2.0, step=0.01, description="target",
-                                           style=STYLE, readout_format=".2f",
-                                           tooltip="Entropy thermostat target (nats): the bonus grows while entropy is below it")}
+        c = {"target": widgets.FloatSlider(value=target, min=0.0, max=max(2.0, target), step=0.01,
+                                           description="target", style=STYLE, readout_format=".2f",
+                                           tooltip=Recipe.field_docs()["entropy_target"])}
         self._start(c)
 
     def refresh(self) -> None:
