@@ -160,6 +160,12 @@ def test_clip_explorer_cispo_keeps_the_gradient():
     assert (e.controls["eps_low"].value, e.controls["eps_high"].value) == (1.0, 0.28)  # cispo's own defaults
     assert e.controls["dual_clip_c"].layout.display == "none" and e.controls["cispo_cap_on"].layout.display != "none"
     assert at(e, "weight A>0", 1.5) == pytest.approx(1.28)             # truncated IS weight, still a gradient
+    e.controls["loss"].value = "gspo"                                  # eps 3e-4 / 4e-4: a finer slider
+    assert e.controls["eps_low"].step <= 1e-4 and e.controls["eps_low"].value == 3e-4
+    e.controls["loss"].value = "dppo_tv"
+    assert e.controls["dppo_cap"].step == 0.5                          # its usual step for 10.0
+    e.controls["loss"].value = "cispo"
+    assert e.controls["eps_high"].step == 0.01
     e.controls["cispo_cap_on"].value = True
     e.controls["cispo_cap"].value = 5.0
     assert at(e, "weight A>0", 1.5) == pytest.approx(1.5)

@@ -100,8 +100,12 @@ def fit_step(w: widgets.Widget, value) -> None:
     if not isinstance(w, widgets.FloatSlider) or isinstance(w, widgets.FloatLogSlider):
         return
     base = SPECS.get(w.description, {}).get("range", (0, 0, 0.01))[2]
-    digits = max(2, -math.floor(math.log10(abs(value))) + 1) if value and abs(value) < 10 * base else 2
-    w.step = min(base, 10.0 ** -digits)
+    if value and abs(value) < 10 * base:
+        digits = max(2, -math.floor(math.log10(abs(value))) + 1)
+        w.step = min(base, 10.0 ** -digits)
+    else:
+        digits = max(2, -math.floor(math.log10(base)))
+        w.step = base
     w.readout_format = f".{digits}f"
 
 
