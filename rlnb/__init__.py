@@ -13,8 +13,9 @@ from rlnb.loop import StepRecord, Trainer
 from rlnb.models import load, load_default
 from rlnb.recipe import Recipe
 from rlnb.stages import Advantager, Rewarder, Sampler, Updater, UpdateStats
+from rlnb.viz import show_source
 
 __all__ = [
     "Advantager", "Batch", "Recipe", "Rewarder", "Sampler", "StepRecord", "Trainer", "UpdateStats", "Updater",
-    "algos", "load", "load_default", "recipes", "tasks", "__version__",
+    "algos", "load", "load_default", "recipes", "show_source", "tasks", "__version__",
 ]
