@@ -73,3 +73,8 @@ def test_checker_accepts_right_and_rejects_wrong(checker, right, wrong, capsys):
     assert "match" in capsys.readouterr().out
     with pytest.raises(AssertionError, match="differs|raised"):
         checker(wrong)
+
+
+def test_non_strict_mode_reports_instead_of_raising(capsys):
+    assert check.grpo_advantage(lambda r, G: r * 0, strict=False) is False
+    assert "Not yet" in capsys.readouterr().out

@@ -2,6 +2,7 @@
 ``exercise`` cells (notebooks import the library, they never redefine it); every notebook uses rlnb."""
 
 import ast
+import re
 import json
 from pathlib import Path
 
@@ -60,3 +61,32 @@ def test_notebook_is_clean(path):
     nb = json.loads(path.read_text())
     assert problems(nb) == []
     assert any("import rlnb" in "".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+
+
+SOLUTION = re.compile(r"<details>.*?```python\n(.*?)```.*?</details>", re.S)
+CHECK_CALL = re.compile(r"rlnb\.check\.(\w+)\((\w+)")
+
+
+def exercises(nb: dict) -> list[tuple[str, str, str]]:
+    """(checker name, function name, solution code) for each exercise cell followed by a solution."""
+    cells, out = nb["cells"], []
+    for i, cell in enumerate(cells):
+        if "exercise" not in cell.get("metadata", {}).get("tags", []):
+            continue
+        call = CHECK_CALL.search("".join(cell["source"]))
+        following = "".join("".join(c["source"]) for c in cells[i + 1 : i + 3] if c["cell_type"] == "markdown")
+        sol = SOLUTION.search(following)
+        assert call and sol, f"exercise cell {i} needs an rlnb.check call and a <details> solution after it"
+        out.append((call.group(1), call.group(2), sol.group(1)))
+    return out
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_every_collapsed_solution_passes_its_checker(path):
+    import rlnb.check
+
+    found = exercises(json.loads(path.read_text()))
+    for checker, fn_name, code in found:
+        namespace: dict = {}
+        exec(compile(code, f"{path.name}:solution", "exec"), namespace)  # our own notebook text, not model output
+        assert getattr(rlnb.check, checker)(namespace[fn_name]) is True

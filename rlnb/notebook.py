@@ -1,0 +1,45 @@
+"""Small helpers the notebooks share: smoke mode, budgets, and claims that are checked where they are made.
+
+``RLNB_SMOKE=1`` (set by the test suite) shrinks every notebook to seconds; without it each notebook runs
+its full laptop-sized experiment.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+
+def smoke() -> bool:
+    """True when ``RLNB_SMOKE=1``: notebooks run their seconds-long version (CI)."""
+    return os.environ.get("RLNB_SMOKE", "0").strip().lower() in ("1", "true", "yes")
+
+
+def budget(full, smoke_value):
+    """``full`` normally, ``smoke_value`` in smoke mode: ``steps = budget(150, 3)``."""
+    return smoke_value if smoke() else full
+
+
+def expect(claim: str, ok: bool, detail: str = "") -> bool:
+    """Print a claim with its measured evidence and fail loudly if it does not hold.
+
+    >>> expect("2 + 2 is 4", 2 + 2 == 4, "measured 4")
+    ✓ 2 + 2 is 4 — measured 4
+    True
+    """
+    if not ok:
+        raise AssertionError(f"✗ {claim} — {detail}")
+    print(f"✓ {claim}" + (f" — {detail}" if detail else ""))
+    return True
+
+
+class Stopwatch:
+    """``sw = Stopwatch()`` at the top of a notebook, ``sw.report()`` at the end: the runtime to expect."""
+
+    def __init__(self):
+        self.t0 = time.perf_counter()
+
+    def report(self) -> float:
+        s = time.perf_counter() - self.t0
+        print(f"This notebook ran in {s:.0f} s ({'smoke' if smoke() else 'full'} mode).")
+        return s
