@@ -91,6 +91,16 @@ class Batch:
                 changes[f.name] = {k: pick(x) for k, x in v.items()}
         return dataclasses.replace(self, **changes)
 
+    def to(self, device) -> Batch:
+        """The batch with every tensor on ``device`` (the Updater moves each mini-batch to the model's
+        device; the batch itself stays on the CPU, where widgets and history read it)."""
+        move = lambda v: v.to(device) if isinstance(v, torch.Tensor) else v  # noqa: E731
+        changes = {f.name: move(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        changes["extras"] = {k: move(v) for k, v in self.extras.items()}
+        if self.reward_parts is not None:
+            changes["reward_parts"] = {k: move(v) for k, v in self.reward_parts.items()}
+        return dataclasses.replace(self, **changes)
+
     @classmethod
     def concat(cls, batches: list[Batch]) -> Batch:
         """Stack batches row-wise (dynamic sampling's rounds): prompts re-padded on the left,

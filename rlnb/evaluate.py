@@ -53,7 +53,7 @@ def evaluate(model, tokenizer, task, *, n: int = 200, seed: int = 10_000, k: int
     if greedy and k > 1:
         raise ValueError(f"k: pass@k needs sampling; got k={k} with greedy=True")
     ds = task.dataset(n, seed=seed)
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator(device=next(model.parameters()).device).manual_seed(seed)
     was_training = model.training
     model.eval()
     try:

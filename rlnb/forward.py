@@ -53,7 +53,7 @@ def completion_logits(model, prompt_ids, prompt_mask, completion_ids, mask, *, f
     hidden = completion_hidden(model, prompt_ids, prompt_mask, completion_ids, mask)  # (B, T, H)
     weight = model.get_output_embeddings().weight                       # (V, H)
     logits = F.linear(hidden.float(), weight.float()) if fp32_lm_head else F.linear(hidden, weight)
-    values = value_head(hidden) if value_head is not None else None
+    values = value_head(hidden.float()) if value_head is not None else None  # fp32 head on bf16 models
     return logits, values
 
 

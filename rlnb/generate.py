@@ -43,7 +43,8 @@ def position_ids(mask: torch.Tensor) -> torch.Tensor:
 
 def _cache_kw(model) -> str:
     """transformers >= 5.2x calls the KV cache ``cache``; older releases call it ``past_key_values``."""
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a peft wrapper takes **kwargs
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
 def _cache_of(out):

@@ -35,7 +35,7 @@ class Sampler:
         self.model, self.tokenizer, self.ref_model = model, tokenizer, ref_model
         self.temperature, self.top_p, self.max_new_tokens = temperature, top_p, max_new_tokens
         self.fp32_lm_head, self.value_head, self.topk = fp32_lm_head, value_head, topk
-        self.generator = generator if generator is not None else torch.Generator().manual_seed(0)
+        self.generator = generator if generator is not None else torch.Generator(device=self.device).manual_seed(0)
 
     @property
     def device(self):
@@ -63,9 +63,12 @@ class Sampler:
             self.model.train(was_training)
         extras = dict(batch.extras)
         if self.topk:
-            extras.update(topk_ids=old.topk_ids, old_topk_logp=old.topk_logp)
+            extras.update(topk_ids=old.topk_ids.cpu(), old_topk_logp=old.topk_logp.cpu())
+        cpu = lambda t: None if t is None else t.cpu()  # noqa: E731  the Batch lives on the CPU
         return batch.replace(
-            prompt_ids=prompt_ids, prompt_mask=prompt_mask, completion_ids=completion_ids, mask=mask,
-            truncated=truncated, completions=self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True),
-            old_logp=old.logp, ref_logp=None if ref is None else ref.logp, old_values=old.values, extras=extras,
+            prompt_ids=cpu(prompt_ids), prompt_mask=cpu(prompt_mask), completion_ids=cpu(completion_ids),
+            mask=cpu(mask), truncated=cpu(truncated),
+            completions=self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True),
+            old_logp=cpu(old.logp), ref_logp=None if ref is None else cpu(ref.logp), old_values=cpu(old.values),
+            extras=extras,
         )

@@ -93,6 +93,10 @@ class Updater:
         self.loss_inputs = extra_inputs(loss_fn)                          # e.g. DPPO top-K's tensors
         self.generator = generator if generator is not None else torch.Generator().manual_seed(0)
 
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
     def mini_batches(self, batch: Batch) -> list[torch.Tensor]:
         """Row indices of each mini-batch: whole groups, shuffled (prompt-level losses need whole groups)."""
         if self.num_mini_batches > batch.P:
@@ -111,7 +115,7 @@ class Updater:
         for _ in range(self.num_iterations):
             last = {}
             for rows in self.mini_batches(batch):
-                out = self._one_step(batch.select(rows))
+                out = self._one_step(batch.select(rows).to(self.device))
                 for k, v in out["scalars"].items():
                     sums[k] = sums.get(k, 0.0) + v
                 n += 1
