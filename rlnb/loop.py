@@ -63,7 +63,9 @@ class Trainer(TrainerStateMixin):
         if self.recipe.beta > 0 and ref_model is None:
             ref_model = copy.deepcopy(model).eval().requires_grad_(False)
         self.ref_model = ref_model
-        self.generators = {name: torch.Generator().manual_seed(hash_seed(seed, name)) for name in ("sample", "update")}
+        device = next(model.parameters()).device  # sampling draws on the model's device; shuffling on the CPU
+        self.generators = {name: torch.Generator(device=device if name == "sample" else "cpu").manual_seed(
+            hash_seed(seed, name)) for name in ("sample", "update")}
         self._build_stages()
         self._run_target = None
 
@@ -75,11 +77,19 @@ class Trainer(TrainerStateMixin):
         model, tokenizer = load_default()
         return cls(model, tokenizer, task, recipe, seed=seed, **overrides)
 
+    @classmethod
+    def from_pretrained(cls, name_or_path, task="add", recipe: str | Recipe = "grpo", **kwargs) -> Trainer:
+        """A trainer on any Hugging Face causal LM (a name, or a local folder offline): bf16 on CUDA,
+        gradient checkpointing, LoRA, chat templates. Options: ``rlnb.pretrained.from_pretrained``."""
+        from rlnb.pretrained import from_pretrained
+
+        return from_pretrained(cls, name_or_path, task=task, recipe=recipe, **kwargs)
+
     # --- construction: registry names are resolved here, once ---------------------------------
     def _build_stages(self) -> None:
         r = self.recipe
         hidden = self.model.get_output_embeddings().weight.shape[1]
-        self.value_head = ValueHead(hidden) if r.critic else None
+        self.value_head = ValueHead(hidden).to(self.device) if r.critic else None
         self.optimizer, self.scheduler = make_optimizer(
             self.model, lr=r.lr, weight_decay=r.weight_decay, warmup_steps=r.warmup_steps,
             extra_modules=[self.value_head] if self.value_head is not None else [])
@@ -100,6 +110,10 @@ class Trainer(TrainerStateMixin):
         )
         self.pass_rates = PassRateHistory(pass_rate_threshold=r.pass_rate_threshold) if r.pass_rate_threshold else None
         self.controllers = build_controllers(r, self)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
 
     # --- prompts ------------------------------------------------------------------------------
     def next_prompts(self) -> Batch:
