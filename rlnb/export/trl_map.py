@@ -1,0 +1,233 @@
+"""Recipe -> TRL ``GRPOConfig`` fields, with everything TRL cannot say listed, never silently dropped.
+
+This module is pure (it does not import ``trl``): ``trl_mapping(recipe)`` returns the config's keyword
+arguments and three lists. ``unsupported``: recipe settings TRL cannot express; the TRL run does
+something else there, and the entry says what. ``differences``: settings TRL expresses with another
+convention, so the numbers differ slightly. ``notes``: conversions made on the way (e.g. CISPO's cap).
+The tables below are the one place that knows which rlnb registry entry is which TRL option; they
+were read off TRL 1.16 (``trl/trainer/grpo_trainer.py``, ``_compute_loss`` and the advantage code in
+``_generate_and_score_completions``), and ``tests/test_export_trl_loss.py`` checks the losses against
+TRL's own code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from rlnb import recipes as recipes_mod
+from rlnb.recipe import Recipe
+
+TRL_STD_EPS = 1e-4  # TRL divides by (std + 1e-4), a constant in its code; rlnb's default eps is 1e-6
+
+# rlnb advantage -> TRL scale_rewards (TRL always subtracts the group mean; the std is Bessel-corrected)
+SCALE_REWARDS = {"grpo": "group", "dr_grpo": "none", "reinforce_baseline": "none", "batch_norm": "batch"}
+STD_ADVANTAGES = {"grpo", "batch_norm"}  # the ones whose eps and unbiased matter
+
+# (rlnb policy loss, aggregation) -> (TRL loss_type, importance_sampling_level). TRL's loss_type fixes the
+# aggregation: grpo/sapo = seq-mean-token-mean, dapo/cispo = token-mean over the generation batch,
+# dr_grpo = seq-mean-token-sum / max_completion_length, luspo = seq-mean-token-sum.
+LOSS_TYPES = {
+    ("ppo_clip", "seq-mean-token-mean"): ("grpo", "token"),
+    ("ppo_clip", "token-mean"): ("dapo", "token"),
+    ("ppo_clip", "seq-mean-token-sum-norm"): ("dr_grpo", "token"),
+    ("ppo_clip", "seq-mean-token-sum"): ("luspo", "token"),
+    ("cispo", "token-mean"): ("cispo", "token"),
+    ("gspo", "seq-mean-token-mean"): ("grpo", "sequence"),
+    ("gspo", "seq-mean-token-sum"): ("luspo", "sequence"),
+    ("sapo", "seq-mean-token-mean"): ("sapo", "token"),
+}
+SEQ_MEAN_LOSS_TYPES = {"grpo", "dr_grpo", "luspo", "sapo"}  # divide by all rows, masked ones included
+
+CRITIC_FIELDS = ("gamma", "lam", "whiten_advantages", "vf_coef", "cliprange_value")
+
+
+@dataclass(frozen=True)
+class Gap:
+    """One recipe setting TRL cannot express (or expresses differently), and what happens instead."""
+
+    field: str
+    value: object
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.field}={self.value!r}: {self.why}"
+
+
+@dataclass
+class TRLMapping:
+    kwargs: dict                         # GRPOConfig keyword arguments
+    reward_weights: dict[str, float]     # reward function name -> weight, in the order of the functions
+    unsupported: list[Gap] = field(default_factory=list)
+    differences: list[Gap] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    matched: Recipe | None = None        # the recipe moved to TRL's conventions where rlnb can follow
+
+
+# --- one function per topic; each returns the kwargs it sets and appends its gaps to ``m`` ---------------
+def _sampling(r: Recipe, m: TRLMapping) -> None:
+    m.kwargs.update(num_generations=r.num_generations, temperature=r.temperature, top_p=r.top_p,
+                    max_completion_length=r.max_new_tokens)
+    if r.max_gen_rounds > 1:
+        m.unsupported.append(Gap("max_gen_rounds", r.max_gen_rounds, "dynamic sampling (refilling dropped "
+                                 "groups with fresh prompts) is not in TRL's GRPOTrainer; every group is trained on"))
+    if r.pass_rate_threshold is not None:
+        m.unsupported.append(Gap("pass_rate_threshold", r.pass_rate_threshold, "no-positive-resampling: TRL "
+                                 "keeps drawing solved prompts"))
+    if r.topk_logprobs:
+        m.unsupported.append(Gap("topk_logprobs", r.topk_logprobs, "TRL does not record the rollout's top-K"))
+
+
+def _rewards(r: Recipe, m: TRLMapping) -> None:
+    m.reward_weights = {"correct": 1.0, "format": r.format_weight}
+    if r.overlong_buffer:
+        m.reward_weights["overlong"] = 1.0
+        m.notes.append(f"overlong_buffer={r.overlong_buffer}: DAPO's soft overlong penalty is passed as an extra "
+                       "reward function 'overlong' (rlnb's own formula, lengths counted with EOS as TRL does)")
+    m.kwargs["mask_truncated_completions"] = "overlong" in r.filters   # DAPO's overlong filtering
+    for name in r.filters:
+        if name != "overlong":
+            m.unsupported.append(Gap("filters", name, "TRL has no such filter: those groups stay in the loss "
+                                     "(zero advantage, but their tokens still count in the normaliser)"))
+
+
+def _advantage(r: Recipe, m: TRLMapping) -> None:
+    if r.critic:  # GAE from a value head replaces the group estimator altogether
+        m.unsupported.append(Gap("critic", True, "PPO with a value head is TRL's PPOTrainer, not GRPOTrainer; "
+                                 "the TRL run uses group advantages (scale_rewards='group')"))
+        m.kwargs["scale_rewards"] = "group"
+        return
+    if r.advantage not in SCALE_REWARDS:
+        m.unsupported.append(Gap("advantage", r.advantage, "TRL's GRPOTrainer only has (r - group mean) "
+                                 "optionally over the group or batch std; the TRL run uses scale_rewards='group'"))
+        m.kwargs["scale_rewards"] = "group"
+        return
+    m.kwargs["scale_rewards"] = SCALE_REWARDS[r.advantage]
+    if r.advantage == "batch_norm" and r.batch_std_centred:
+        m.unsupported.append(Gap("batch_std_centred", True, "TRL's batch std is over the raw rewards"))
+    if r.advantage in STD_ADVANTAGES:
+        if not r.unbiased:
+            m.differences.append(Gap("unbiased", False, "TRL's std always divides by N-1 (Bessel)"))
+        if r.eps != TRL_STD_EPS:
+            m.differences.append(Gap("eps", r.eps, f"TRL divides by (std + {TRL_STD_EPS}), a constant in its code"))
+
+
+def _clip(r: Recipe, m: TRLMapping) -> None:
+    m.kwargs.update(epsilon=r.eps_low, epsilon_high=r.eps_high)
+    if r.dual_clip_c is not None:
+        if r.dual_clip_c > 1 + r.eps_high:  # then TRL's two-sided clip min(rho, delta) is the same loss
+            m.kwargs["delta"] = r.dual_clip_c
+            m.notes.append(f"dual_clip_c={r.dual_clip_c} -> delta: TRL's two-sided clipping (INTELLECT-2) caps "
+                           "the ratio at delta, the same loss and gradient as dual-clip when delta > 1 + eps_high")
+        else:
+            m.unsupported.append(Gap("dual_clip_c", r.dual_clip_c, "TRL's delta equals dual-clip only above "
+                                     "1 + eps_high"))
+
+
+def _cispo(r: Recipe, m: TRLMapping) -> None:
+    cap = r.cispo_cap if r.cispo_cap is not None else 1 + r.eps_high
+    m.kwargs["epsilon_high"] = cap
+    m.notes.append(f"cispo: TRL's epsilon_high is the absolute cap on the IS weight; rlnb's cap is "
+                   f"{'cispo_cap' if r.cispo_cap is not None else '1 + eps_high'} = {cap:g}")
+    if r.eps_low < 1:
+        m.unsupported.append(Gap("eps_low", r.eps_low, "TRL's cispo has no lower truncation of the IS weight "
+                                 f"(rlnb truncates at 1 - eps_low = {1 - r.eps_low:g})"))
+
+
+def _sapo(r: Recipe, m: TRLMapping) -> None:
+    m.kwargs.update(sapo_temperature_pos=r.tau_pos, sapo_temperature_neg=r.tau_neg)
+
+
+LOSS_FIELDS = {"ppo_clip": _clip, "gspo": _clip, "cispo": _cispo, "sapo": _sapo}
+
+
+def _loss(r: Recipe, m: TRLMapping) -> None:
+    key = (r.loss, r.aggregation)
+    if key not in LOSS_TYPES:  # the nearest TRL loss: this loss with its own aggregation, else PPO clip
+        same_loss = [k for k in LOSS_TYPES if k[0] == r.loss]
+        key = same_loss[0] if same_loss else ("ppo_clip", r.aggregation)
+        key = key if key in LOSS_TYPES else ("ppo_clip", "token-mean")
+        what = "aggregation" if same_loss else "loss"
+        m.unsupported.append(Gap(what, getattr(r, what), f"TRL has no ({r.loss}, {r.aggregation}) loss; the TRL "
+                                 f"run uses loss_type={LOSS_TYPES[key][0]!r} ({key[0]}, {key[1]})"))
+    m.kwargs["loss_type"], m.kwargs["importance_sampling_level"] = LOSS_TYPES[key]
+    LOSS_FIELDS[key[0]](r, m)
+
+
+def _kl_entropy(r: Recipe, m: TRLMapping) -> None:
+    m.kwargs.update(beta=0.0 if r.kl_in_reward else r.beta, use_bias_correction_kl=False)
+    if r.kl_in_reward:
+        m.unsupported.append(Gap("kl_in_reward", True, "TRL's GRPOTrainer puts the KL in the loss only; the TRL "
+                                 "run has beta=0"))
+    elif r.beta > 0 and r.kl_estimator != "k3":
+        m.unsupported.append(Gap("kl_estimator", r.kl_estimator, "TRL's KL in the loss is k3 only"))
+    if r.kl_target is not None:
+        m.unsupported.append(Gap("kl_target", r.kl_target, "adaptive beta: TRL keeps beta fixed"))
+    m.kwargs["entropy_coef"] = r.entropy_coef
+    if r.entropy_target is not None:
+        m.kwargs.update(use_adaptive_entropy=True, entropy_target=r.entropy_target, entropy_coef_min=0.0,
+                        entropy_coef_delta=r.entropy_coef_delta, entropy_coef_max=r.entropy_coef_max)
+        m.differences.append(Gap("entropy_target", r.entropy_target, "TRL applies the coefficient only while "
+                                 "the entropy is at or below the target (gated); rlnb's thermostat always applies it"))
+    if (r.entropy_coef or r.entropy_target is not None) and r.aggregation != "token-mean":
+        m.differences.append(Gap("entropy_coef", r.entropy_coef, "TRL's entropy bonus is a token mean; rlnb "
+                                 f"aggregates it like the loss ({r.aggregation})"))
+
+
+def _optimisation(r: Recipe, m: TRLMapping) -> None:
+    m.kwargs.update(learning_rate=r.lr, weight_decay=r.weight_decay, max_grad_norm=r.max_grad_norm,
+                    warmup_steps=r.warmup_steps, lr_scheduler_type="constant_with_warmup",
+                    num_iterations=r.num_iterations, cast_lm_head_to_fp32=r.fp32_lm_head)
+    if r.warmup_steps:
+        m.differences.append(Gap("warmup_steps", r.warmup_steps, "the warm-up ramps lr k/W in TRL (first step "
+                                 "at lr 0) and (k+1)/W in rlnb: one optimizer step apart"))
+    if r.num_mini_batches > 1:
+        m.notes.append("num_mini_batches -> steps_per_generation; TRL splits shuffled rows, rlnb whole groups")
+        if m.kwargs.get("loss_type") in ("dapo", "cispo"):
+            m.differences.append(Gap("num_mini_batches", r.num_mini_batches, "TRL's token-mean divides each "
+                                     "mini-batch by the batch's mean tokens per mini-batch, rlnb by its own count"))
+    if "overlong" in r.filters and m.kwargs.get("loss_type") in SEQ_MEAN_LOSS_TYPES:
+        m.differences.append(Gap("filters", "overlong", f"TRL's {m.kwargs['loss_type']} loss averages over every "
+                                 "row, masked truncated ones included; rlnb over the kept rows"))
+
+
+TOPICS = (_sampling, _rewards, _advantage, _loss, _kl_entropy, _optimisation)
+# every Recipe field is read by a topic above (tests check this list against the dataclass)
+HANDLED = {
+    "name", "paper", "num_generations", "prompts_per_step", "temperature", "top_p", "max_new_tokens",
+    "max_gen_rounds", "pass_rate_threshold", "topk_logprobs", "format_weight", "overlong_buffer", "filters",
+    "advantage", "unbiased", "eps", "batch_std_centred", "loss", "eps_low", "eps_high", "aggregation",
+    "dual_clip_c", "cispo_cap", "tau_pos", "tau_neg", "dppo_delta", "dppo_cap", "beta", "kl_estimator",
+    "kl_in_reward", "kl_target", "kl_horizon", "entropy_coef", "entropy_target", "entropy_coef_delta",
+    "entropy_coef_max", "critic", *CRITIC_FIELDS, "lr", "warmup_steps", "weight_decay", "max_grad_norm",
+    "num_iterations", "num_mini_batches", "fp32_lm_head",
+}
+
+
+def batch_geometry(r: Recipe, *, num_processes: int = 1, gradient_accumulation_steps: int = 1) -> dict:
+    """One rlnb step (P * G completions, ``num_mini_batches`` optimizer steps) as TRL's batch sizes."""
+    for name, v in (("num_processes", num_processes), ("gradient_accumulation_steps", gradient_accumulation_steps)):
+        if not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name}: expected a positive int, got {v!r}")
+    B, split = r.prompts_per_step * r.num_generations, num_processes * r.num_mini_batches * gradient_accumulation_steps
+    if B % split:
+        raise ValueError(f"num_processes: B = P*G = {B} completions per step must split evenly over num_processes "
+                         f"x num_mini_batches x gradient_accumulation_steps = {split}")
+    return dict(per_device_train_batch_size=B // split, gradient_accumulation_steps=gradient_accumulation_steps,
+                steps_per_generation=r.num_mini_batches * gradient_accumulation_steps)
+
+
+def trl_mapping(recipe: str | Recipe, *, num_processes: int = 1, gradient_accumulation_steps: int = 1) -> TRLMapping:
+    """The ``GRPOConfig`` fields for ``recipe`` and what TRL cannot express. Pure: needs no ``trl``."""
+    r = recipes_mod.get(recipe)
+    if r.num_generations < 2:
+        raise ValueError(f"num_generations: TRL's GRPO needs G >= 2 completions per prompt, got {r.num_generations}")
+    m = TRLMapping(kwargs={"run_name": f"rlnb-{r.name}"}, reward_weights={})
+    for topic in TOPICS:
+        topic(r, m)
+    m.kwargs.update(batch_geometry(r, num_processes=num_processes,
+                                   gradient_accumulation_steps=gradient_accumulation_steps))
+    m.notes.append("sampling: TRL draws with transformers' generate (same distribution, other random draws)")
+    follow = {"eps": TRL_STD_EPS, "unbiased": True} if r.advantage in STD_ADVANTAGES else {}
+    m.matched = dataclasses.replace(r, **follow)
+    return m
