@@ -36,7 +36,7 @@ def _greedy(trainer, n: int):
 
 def train(args, overrides: dict) -> int:
     from rlnb.loop import Trainer
-    from rlnb.models import load, load_default
+    from rlnb.models import load_default
     from rlnb.report import write_report
 
     if args.resume:
@@ -45,8 +45,12 @@ def train(args, overrides: dict) -> int:
         summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
         remaining = None if trainer._run_target else max(args.steps - trainer.step_count, 0)
     else:
-        model, tok = load(args.model) if args.model else load_default()
-        trainer = Trainer(model, tok, args.task, args.recipe, seed=args.seed, **overrides)
+        if args.model:  # a real model: on the GPU when there is one, bf16, see rlnb.pretrained
+            options = {k: getattr(args, k, None) for k in ("dtype", "gradient_checkpointing", "chat_template")}
+            trainer = Trainer.from_pretrained(args.model, args.task, args.recipe, seed=args.seed,
+                                              **{k: v for k, v in options.items() if v is not None}, **overrides)
+        else:
+            trainer = Trainer(*load_default(), args.task, args.recipe, seed=args.seed, **overrides)
         out = args.out or Path("runs") / f"{args.recipe}-{args.task}-{time.strftime('%Y%m%d-%H%M%S')}"
         out.mkdir(parents=True, exist_ok=True)
         (out / "metrics.jsonl").write_text("")

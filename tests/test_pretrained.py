@@ -184,3 +184,14 @@ def test_deepcopy_of_a_mixed_precision_model_runs_its_own_weights():
     ids = torch.tensor([[1, 20, 21]])
     assert twin.forward.__self__ is twin and twin.get_decoder().forward.__self__ is twin.get_decoder()
     assert torch.count_nonzero(twin(input_ids=ids).logits) == 0 and torch.count_nonzero(model(input_ids=ids).logits) > 0
+
+
+def test_cli_train_with_a_model_folder_uses_from_pretrained(tmp_path, model_dirs):
+    from rlnb.cli import main
+
+    out = tmp_path / "run"
+    rc = main(["train", "--model", str(model_dirs["llama"]), "--task", "add", "--steps", "1", "--out", str(out),
+               "--eval-n", "0", "--no-progress", "--gradient-checkpointing", "--prompts-per-step", "2",
+               "--num-generations", "2", "--max-new-tokens", "4"])
+    assert rc == 0 and len((out / "metrics.jsonl").read_text().splitlines()) == 1
+    assert (out / "checkpoint" / "model" / "model.safetensors").exists()
