@@ -8,6 +8,7 @@ The extractor takes the number after ``####`` in a completion, else its last num
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -52,7 +53,9 @@ class GSM8K(Task):
             return datasets.Dataset.from_list(rows)
         return datasets.load_dataset(src, self.config, split=self.split)
 
-    def dataset(self, n: int | None = None, seed: int = 0) -> datasets.Dataset:
+    def dataset(self, n: int | None = None, seed: int | str = 0) -> datasets.Dataset:
+        if not isinstance(seed, int):  # the Trainer's pool seed is a string ("train:<seed>"); numpy wants an int
+            seed = int.from_bytes(hashlib.sha256(str(seed).encode()).digest()[:4], "little")
         raw = self.load().shuffle(seed=seed)
         if n is not None:
             raw = raw.select(range(min(n, len(raw))))
