@@ -195,3 +195,10 @@ def test_cli_train_with_a_model_folder_uses_from_pretrained(tmp_path, model_dirs
                "--num-generations", "2", "--max-new-tokens", "4"])
     assert rc == 0 and len((out / "metrics.jsonl").read_text().splitlines()) == 1
     assert (out / "checkpoint" / "model" / "model.safetensors").exists()
+
+
+def test_gsm8k_pool_from_the_trainers_string_seed():
+    task = rlnb.tasks.get("gsm8k")
+    a, b, c = (task.dataset(4, seed=s)["prompt"] for s in ("train:0", "train:0", "train:1"))
+    assert a == b and a != c
+    assert rlnb.Trainer.from_pretrained(DEFAULT_DIR, task="gsm8k").pool[0]["prompt"].startswith("Q: ")
