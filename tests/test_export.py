@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import rlnb
-from rlnb.export import batch_geometry, overlong_reward, text_reward, trl_mapping
+from rlnb.export import batch_geometry, mapping_table, overlong_reward, text_reward, trl_mapping
 from rlnb.export.trl_map import HANDLED
 from rlnb.recipe import Recipe
 
@@ -141,3 +141,13 @@ def test_text_reward_reads_chat_completions():
     chat = [[{"role": "assistant", "content": "0+9=9;5+3=8;7+8=15>1589"}], [{"role": "assistant", "content": "x"}]]
     assert fn(chat, ["1589", "1589"]) == [1.0, 0.0] and fn.__name__ == "add_correct"
     assert torch.tensor(fn(["0+9=9;5+3=8;7+8=15>1589"], ["1589"])).item() == 1.0
+
+
+def test_report_and_table_list_every_gap():
+    m = trl_mapping("scalerl")
+    text = m.report()
+    assert text.startswith("GRPOConfig(loss_type='cispo'") and all(str(g) in text for g in m.unsupported + m.differences)
+    table = mapping_table().splitlines()
+    assert len(table) == 2 + len(rlnb.recipes.names())
+    row = next(line for line in table if line.startswith("| `dapo` |"))
+    assert "`dapo`" in row and "`max_gen_rounds=3`" in row and "`filters='dynamic_sampling'`" in row

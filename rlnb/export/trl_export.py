@@ -21,7 +21,7 @@ import torch
 from rlnb import recipes as recipes_mod
 from rlnb import tasks as tasks_mod
 from rlnb.algos import overlong_penalty
-from rlnb.export.trl_map import Gap, trl_mapping
+from rlnb.export.trl_map import Gap, TRLMapping, trl_mapping
 from rlnb.recipe import Recipe
 from rlnb.tasks.base import Task
 
@@ -63,16 +63,29 @@ class TRLExport:
     conventions where rlnb can follow them (e.g. eps 1e-4): run it with ``rlnb.Trainer`` for the closest
     single-GPU twin of the TRL run."""
 
-    config: object
+    config: object                # trl.GRPOConfig
     reward_funcs: list[Callable]
-    unsupported: list[Gap]
-    differences: list[Gap]
-    notes: list[str]
     recipe: Recipe
-    matched_recipe: Recipe
+    mapping: TRLMapping
     task: Task
     chat_template: bool = False
     system_prompt: str | None = None
+
+    @property
+    def unsupported(self) -> list[Gap]:
+        return self.mapping.unsupported
+
+    @property
+    def differences(self) -> list[Gap]:
+        return self.mapping.differences
+
+    @property
+    def notes(self) -> list[str]:
+        return self.mapping.notes
+
+    @property
+    def matched_recipe(self) -> Recipe:
+        return self.mapping.matched
 
     def dataset(self, n: int = 4096, *, seed: int = 0):
         """The prompt pool the rlnb Trainer draws from with this seed; chat messages with ``chat_template``."""
@@ -99,15 +112,11 @@ class TRLExport:
 
     def report(self) -> str:
         """Plain text: the TRL loss, then every gap between the rlnb recipe and the TRL run."""
-        c = self.config
+        c, m = self.config, self.mapping
         head = (f"recipe {self.recipe.name!r} -> trl.GRPOConfig(loss_type={c.loss_type!r}, "
                 f"importance_sampling_level={c.importance_sampling_level!r}, scale_rewards={c.scale_rewards!r}, "
                 f"epsilon={c.epsilon}, epsilon_high={c.epsilon_high}, beta={c.beta})")
-        parts = [head]
-        for title, items in (("not expressible in TRL (the TRL run differs here)", self.unsupported),
-                             ("expressed with another convention", self.differences), ("notes", self.notes)):
-            parts.append(f"{title}:" + (" none" if not items else "".join(f"\n  - {x}" for x in items)))
-        return "\n".join(parts)
+        return head + "\n" + m.report().split("\n", 1)[1]
 
     def __str__(self) -> str:
         return self.report()
@@ -146,5 +155,4 @@ def to_trl(recipe: str | Recipe = "grpo", task="add", *, steps: int | None = Non
     reward_funcs = [text_reward(funcs[name]) for name in m.reward_weights if name != "overlong"]
     if "overlong" in m.reward_weights:
         reward_funcs.append(overlong_reward(max_new_tokens=r.max_new_tokens, overlong_buffer=r.overlong_buffer))
-    return TRLExport(GRPOConfig(**kwargs), reward_funcs, m.unsupported, m.differences, m.notes, r, m.matched,
-                     the_task, chat_template, system_prompt)
+    return TRLExport(GRPOConfig(**kwargs), reward_funcs, r, m, the_task, chat_template, system_prompt)

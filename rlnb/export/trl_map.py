@@ -63,6 +63,15 @@ class TRLMapping:
     notes: list[str] = field(default_factory=list)
     matched: Recipe | None = None        # the recipe moved to TRL's conventions where rlnb can follow
 
+    def report(self) -> str:
+        """Plain text: TRL's loss settings, then every gap between the rlnb recipe and the TRL run."""
+        keys = ("loss_type", "importance_sampling_level", "scale_rewards", "epsilon", "epsilon_high", "beta")
+        parts = ["GRPOConfig(" + ", ".join(f"{k}={self.kwargs[k]!r}" for k in keys if k in self.kwargs) + ")"]
+        for title, items in (("not expressible in TRL (the TRL run differs here)", self.unsupported),
+                             ("expressed with another convention", self.differences), ("notes", self.notes)):
+            parts.append(f"{title}:" + (" none" if not items else "".join(f"\n  - {x}" for x in items)))
+        return "\n".join(parts)
+
 
 # --- one function per topic; each returns the kwargs it sets and appends its gaps to ``m`` ---------------
 def _sampling(r: Recipe, m: TRLMapping) -> None:
@@ -231,3 +240,15 @@ def trl_mapping(recipe: str | Recipe, *, num_processes: int = 1, gradient_accumu
     follow = {"eps": TRL_STD_EPS, "unbiased": True} if r.advantage in STD_ADVANTAGES else {}
     m.matched = dataclasses.replace(r, **follow)
     return m
+
+
+def mapping_table(names: list[str] | None = None) -> str:
+    """A markdown table: each recipe's TRL loss settings and what TRL cannot express (notebook 10, README)."""
+    lines = ["| recipe | TRL loss_type | importance sampling | scale_rewards | not expressible in TRL |",
+             "|---|---|---|---|---|"]
+    for name in names or recipes_mod.names():
+        m = trl_mapping(name)
+        gaps = ", ".join(f"`{g.field}={g.value!r}`" for g in m.unsupported) or "-"
+        lines.append(f"| `{name}` | `{m.kwargs['loss_type']}` | `{m.kwargs['importance_sampling_level']}` | "
+                     f"`{m.kwargs['scale_rewards']}` | {gaps} |")
+    return "\n".join(lines)
