@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 # takes that; elsewhere set TORCH_INDEX=https://download.pytorch.org/whl/cpu to avoid a multi-GB CUDA build.
 TORCH_SPEC  ?= torch==2.13.0
 TORCH_INDEX ?=
-EXTRAS ?= dev,triton,browser
+EXTRAS ?= dev,triton,browser,trl,peft
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)-$(EXTRAS)
 
 export OMP_WAIT_POLICY := PASSIVE

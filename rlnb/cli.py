@@ -18,14 +18,26 @@ def _add_recipe_flags(p: argparse.ArgumentParser) -> None:
     for f in dataclasses.fields(Recipe):
         if f.name in ("name", "paper"):
             continue
-        kind = type(f.default)
-        conv = (lambda s: s.lower() in ("1", "true", "yes")) if kind is bool else kind
-        g.add_argument(f"--{f.name.replace('_', '-')}", dest=f"r_{f.name}", type=conv, default=None,
-                       help=f.metadata.get("doc", ""))
+        flag, kw = f"--{f.name.replace('_', '-')}", {"dest": f"r_{f.name}", "default": None,
+                                                      "help": f.metadata.get("doc", "")}
+        if isinstance(f.default, tuple):  # e.g. --filters dynamic_sampling overlong
+            g.add_argument(flag, nargs="*", type=str, **kw)
+        else:
+            g.add_argument(flag, type=_converter(f), **kw)
+
+
+def _converter(f: dataclasses.Field):
+    """str -> the field's type: bools accept true/false, optional numbers accept 'none'."""
+    if isinstance(f.default, bool):
+        return lambda s: s.strip().lower() in ("1", "true", "yes", "on")
+    if f.default is None:  # the optional numeric fields (kl_target, dual_clip_c, ...)
+        return lambda s: None if s.strip().lower() == "none" else float(s)
+    return type(f.default)
 
 
 def _overrides(args) -> dict:
-    return {k[2:]: v for k, v in vars(args).items() if k.startswith("r_") and v is not None}
+    return {k[2:]: (tuple(v) if isinstance(v, list) else v) for k, v in vars(args).items()
+            if k.startswith("r_") and v is not None}
 
 
 def cmd_info(args) -> int:

@@ -142,6 +142,7 @@ class Trainer(TrainerStateMixin):
         """Sample and reward P groups. With dynamic sampling (``max_gen_rounds`` > 1) groups the filters
         drop are replaced by fresh ones, for at most ``max_gen_rounds`` rounds (DAPO)."""
         timer = timer or Timer()
+        self.sampled_zero_std = []
         P, G, kept, rounds = self.recipe.prompts_per_step, self.recipe.num_generations, [], 0
         while rounds < self.recipe.max_gen_rounds:
             rounds += 1
@@ -164,7 +165,6 @@ class Trainer(TrainerStateMixin):
     def step(self) -> StepRecord:
         """One step: sample -> reward -> advantage -> update. On any error nothing changes."""
         timer = Timer()
-        self.sampled_zero_std = []
         with self.rollback_on_error():
             batch = self.collect(timer)
             with timer("advantage"):

@@ -140,3 +140,13 @@ def test_batch_renders_as_a_table(stages):
     b = stages["advantager"].step(stages["rewarder"].step(stages["sampler"].step(stages["batch"])))
     html = b._repr_html_()
     assert html.count("<tr") == b.B + 1 and "adv" in html and b.prompts[0] in html
+
+
+def test_cli_recipe_flags_parse_tuples_bools_and_optional_numbers():
+    from rlnb.cli import _overrides, build_parser
+
+    args = build_parser().parse_args(["train", "--filters", "dynamic_sampling", "overlong", "--kl-target", "0.1",
+                                      "--dual-clip-c", "none", "--fp32-lm-head", "true", "--eps-high", "0.28"])
+    assert _overrides(args) == {"filters": ("dynamic_sampling", "overlong"), "kl_target": 0.1,
+                                "fp32_lm_head": True, "eps_high": 0.28}
+    assert rlnb.recipes.get("grpo", **_overrides(args)).filters == ("dynamic_sampling", "overlong")
