@@ -1,0 +1,3 @@
+from rlnb.bench import main
+
+raise SystemExit(main())

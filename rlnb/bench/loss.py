@@ -1,0 +1,193 @@
+"""``rlnb bench loss`` / ``python -m rlnb.bench loss``: the token-level loss, rlnb against its peers.
+
+Every variant gets identical inputs and the same objective (``variants.py``). In order:
+
+1. fp64 gate. Each variant runs once (this also warms up ``torch.compile``); its log-prob, entropy,
+   per-token loss and logits gradient on a sample of rows are compared with fp64. A variant that
+   fails gets no speed or memory figure (``--keep-failed`` times it anyway, flagged).
+2. Memory: peak *extra* bytes of one forward + backward, gradient counted, inputs not.
+   CPU: a fresh process per variant, started with ``MALLOC_MMAP_THRESHOLD_=65536`` so that glibc serves
+   every allocation above 64 KB with its own mmap and returns it on free (by default glibc raises that
+   threshold as big blocks are freed and then keeps freed memory in its heap, which would hide later
+   peaks). The child builds the inputs, runs one warm-up step, resets the kernel's RSS high-water mark
+   (``echo 5 > /proc/self/clear_refs``), reads VmRSS as the baseline, runs one step and reports
+   VmHWM - baseline. CUDA: ``torch.cuda.max_memory_allocated`` minus the allocation before the step.
+3. Time. CPU: ``--rounds`` rounds, each runs every variant once in a rotated order; per round each
+   time is divided by naive fp32's, and the table shows the median seconds and the median ratio
+   (medians of per-round ratios cancel most of the noise of a shared machine). CUDA:
+   ``triton.testing.do_bench`` (median ms), achieved GB/s against the minimum traffic of the loss
+   (read the logits twice, write their gradient once) and the device's bandwidth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+from rlnb.bench import variants as VV
+
+CPU_DEFAULT = dict(B=2, T=512, V=151936)
+
+
+def _rss_mb(key: str) -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"{key} not in /proc/self/status")
+
+
+def child_memory(name: str, B: int, T: int, V: int, mode: str) -> dict:
+    """In a fresh process: peak extra MB of one step of variant ``name`` (see the module docstring)."""
+    torch.manual_seed(0)
+    inp = VV.make_inputs(B, T, V)
+    fn = VV.CPU_VARIANTS[name]
+    out = VV.run_once(fn, inp, mode)                        # warm-up (compiles), then forget it
+    del out
+    VV.restore(fn, inp)
+    gc.collect()
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")                                         # reset VmHWM to the current RSS
+    base = _rss_mb("VmRSS")
+    out = VV.step(fn, inp, mode)
+    return {"extra_mb": _rss_mb("VmHWM") - base, "grad_mb": inp.x.numel() * inp.x.element_size() / 2**20}
+
+
+def _spawn_memory(name, args) -> dict:
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", PYTHONPATH=os.pathsep.join(sys.path))
+    cmd = [sys.executable, "-m", "rlnb.bench", "loss", "--child", name, "--B", str(args.B), "--T", str(args.T),
+           "--V", str(args.V), "--entropy", args.entropy]
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
+    if res.returncode != 0 or not lines:
+        return {"error": (res.stderr or res.stdout)[-300:]}
+    return json.loads(lines[-1])
+
+
+def _gate_rows(inp) -> torch.Tensor:
+    n = inp.y.numel()
+    return torch.unique(torch.tensor([0, 1, 2, n // 3, n // 2, n - 2, n - 1], device=inp.y.device).clamp(0, n - 1))
+
+
+def select(table: dict, names: str | None, device: str) -> tuple[dict, dict]:
+    """The variants to run and, for each left out, why."""
+    chosen, skipped = {}, {}
+    for name, fn in table.items():
+        if names and name not in names.split(","):
+            continue
+        why = VV.peer_available(VV.PEER_OF[name]) if name in VV.PEER_OF else None
+        if name == "liger" and device != "cuda":
+            why = why or "CUDA only (Triton kernels)"
+        chosen.update({} if why else {name: fn})
+        skipped.update({name: why} if why else {})
+    return chosen, skipped
+
+
+def gate_all(chosen, inp, mode) -> dict:
+    gates = {}
+    for name, fn in chosen.items():
+        try:
+            gates[name] = VV.fp64_gate(inp, VV.run_once(fn, inp, mode), mode, _gate_rows(inp))
+        except Exception as e:  # noqa: BLE001 - a peer that breaks is reported, not fatal
+            gates[name] = {"passed": False, "error": f"{type(e).__name__}: {str(e)[:200]}"}
+    return gates
+
+
+def cpu_tier(args) -> dict:
+    torch.manual_seed(0)
+    chosen, skipped = select(VV.CPU_VARIANTS, args.variants, "cpu")
+    inp = VV.make_inputs(args.B, args.T, args.V)
+    gates = gate_all(chosen, inp, args.entropy)
+    timed = {n: f for n, f in chosen.items() if gates[n]["passed"] or args.keep_failed}
+    mem = {n: _spawn_memory(n, args) for n in timed}
+    times = {n: [] for n in timed}
+    names = list(timed)
+    for r in range(args.rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            VV.restore(timed[name], inp)
+            t0 = time.perf_counter()
+            VV.step(timed[name], inp, args.entropy)
+            times[name].append(time.perf_counter() - t0)
+    base = times.get("naive_fp32")
+    rows = {}
+    for name in chosen:
+        row = {"gate": gates[name]}
+        if name in timed:
+            row.update(mem[name], seconds=statistics.median(times[name]), times=times[name])
+            if base:
+                row["ratio_vs_naive"] = statistics.median(t / b for t, b in zip(times[name], base, strict=True))
+        rows[name] = row
+    return {"tier": "cpu", "B": args.B, "T": args.T, "V": args.V, "dtype": "bfloat16", "entropy": args.entropy,
+            "rounds": args.rounds, "threads": torch.get_num_threads(), "variants": rows, "skipped": skipped}
+
+
+def format_table(res: dict) -> str:
+    head = (f"{res['tier']} tier: B={res['B']} T={res['T']} (N={res['B'] * res['T']}) V={res['V']} "
+            f"{res['dtype']} entropy={res['entropy']}")
+    cols = "variant                 gate  max|grad err|  peak extra MB  x grad buf  median s  ratio"
+    lines = [head, cols, "-" * len(cols)]
+    for name, r in res["variants"].items():
+        g = r["gate"]
+        gate = "ok" if g.get("passed") else ("ERR" if "error" in g else "FAIL")
+        err = f"{g['grad']:.2e}" if "grad" in g else "-"
+        mb = r.get("extra_mb")
+        buf = f"{mb / r['grad_mb']:.2f}x" if mb is not None and r.get("grad_mb") else "-"
+        ratio = f"{r['ratio_vs_naive']:.3f}" if "ratio_vs_naive" in r else "-"
+        secs = f"{r['seconds']:.3f}" if "seconds" in r else "-"
+        lines.append(f"{name:<22}  {gate:<4}  {err:>12}  {mb if mb is None else round(mb, 1)!s:>13}  "
+                     f"{buf:>10}  {secs:>8}  {ratio:>5}")
+        if "error" in g or "error" in r:
+            lines.append(f"    error: {g.get('error') or r.get('error')}")
+        elif not g.get("passed"):
+            lines.append("    fp64 errors: " + ", ".join(f"{k} {v:.2e}" for k, v in g.items() if k != "passed"))
+    for name, why in res.get("skipped", {}).items():
+        lines.append(f"{name:<22}  {why}")
+    return "\n".join(lines)
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(prog="rlnb bench loss", description=__doc__.split("\n")[0])
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--entropy", choices=VV.MODES, default="grad", help="none / metric / grad")
+    p.add_argument("--B", type=int, default=None, help="sequences (CPU default 2)")
+    p.add_argument("--T", type=int, default=None, help="tokens per sequence (CPU default 512)")
+    p.add_argument("--V", type=int, default=151936, help="vocabulary (Qwen2.5: 151936)")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--variants", default=None, help="comma-separated subset")
+    p.add_argument("--keep-failed", action="store_true", help="time variants that fail the fp64 gate")
+    p.add_argument("--out", default=None, help="write the JSON here (default bench-loss-<device>.json)")
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    if args.device == "cpu":
+        args.B = args.B or CPU_DEFAULT["B"]
+        args.T = args.T or CPU_DEFAULT["T"]
+    if args.child:
+        print(json.dumps(child_memory(args.child, args.B, args.T, args.V, args.entropy)))
+        return 0
+    if args.device == "cuda":
+        from rlnb.bench.gpu import gpu_tier
+        res = gpu_tier(args)
+        text = res.pop("table")
+    else:
+        res = cpu_tier(args)
+        text = format_table(res)
+    res["command"] = "python -m rlnb.bench loss " + " ".join(argv if argv is not None else sys.argv[1:])
+    res["torch"] = torch.__version__
+    print(text)
+    out = args.out or f"bench-loss-{args.device}.json"
+    with open(out, "w") as f:
+        json.dump(res, f, indent=1, default=str)
+    print(f"wrote {out}")
+    return 0
