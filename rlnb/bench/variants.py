@@ -42,7 +42,7 @@ def make_inputs(B: int, T: int, V: int, *, dtype=torch.bfloat16, device="cpu", s
         flat[i:i + 64] = torch.randn(min(64, B * T - i), V, generator=gen, device=device) * 2
     y = torch.randint(0, V, (B, T), generator=gen, device=device)
     with torch.no_grad():
-        lp = K.token_logprobs(x0, y, backend="chunked")[0]
+        lp = K.token_logprobs(x0, y)[0]                                     # triton on CUDA, else chunked
     old = lp + 0.3 * torch.randn(B, T, generator=gen, device=device)       # ratios around 1: some clip
     adv = torch.randn(B, generator=gen, device=device)
     mask = (torch.rand(B, T, generator=gen, device=device) > 0.1).float()

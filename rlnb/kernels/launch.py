@@ -28,12 +28,14 @@ def next_pow2(n: int) -> int:
     return 1 << max(0, (int(n) - 1).bit_length())
 
 
-def launch_config(n_rows: int, V: int, itemsize: int, *, block_v: int | None = None) -> LaunchConfig:
+def launch_config(n_rows: int, V: int, itemsize: int, *, block_v: int | None = None,
+                  num_warps: int | None = None) -> LaunchConfig:
     """Grid, block and warps for a (n_rows, V) logits tensor of ``itemsize``-byte elements.
 
     BLOCK_V: 8 KB of logits per load (4096 bf16 or 2048 fp32 numbers), enough bytes in flight per
     program to keep HBM busy, small enough for registers; never beyond the vocabulary. ``block_v``
-    overrides it (tests use small blocks to exercise the loop and the ragged last block).
+    overrides it (tests use small blocks to exercise the loop and the ragged last block); ``num_warps``
+    too (the GPU benchmark sweeps both).
     """
     if n_rows < 0 or n_rows > MAX_GRID_X:
         raise ValueError(f"n_rows: expected 0..{MAX_GRID_X}, got {n_rows}")
@@ -42,5 +44,6 @@ def launch_config(n_rows: int, V: int, itemsize: int, *, block_v: int | None = N
     block = block_v if block_v is not None else min(next_pow2(V), 8192 // max(itemsize, 1))
     if block & (block - 1):
         raise ValueError(f"block_v: expected a power of two, got {block}")
-    num_warps = 4 if block <= 1024 else 8 if block <= 4096 else 16
+    if num_warps is None:
+        num_warps = 4 if block <= 1024 else 8 if block <= 4096 else 16
     return LaunchConfig(grid=(n_rows,), BLOCK_V=block, num_warps=num_warps)

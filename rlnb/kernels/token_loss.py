@@ -140,7 +140,7 @@ def _strides(rows: torch.Tensor):
 
 
 def row_forward(rows, y, *, temperature, entropy, loss_code=-1, old=None, adv=None, mask=None,
-                eps_low=0.2, eps_high=0.2, dual_clip_c=None, block_v=None):
+                eps_low=0.2, eps_high=0.2, dual_clip_c=None, block_v=None, num_warps=None):
     """Launch the forward kernel on (B', T', V) ``rows``; returns a dict of flat (N,) outputs."""
     n, V = y.numel(), rows.shape[-1]
     f32 = dict(dtype=torch.float32, device=rows.device)
@@ -152,7 +152,7 @@ def row_forward(rows, y, *, temperature, entropy, loss_code=-1, old=None, adv=No
                    high=torch.empty(n, dtype=torch.int8, device=rows.device))
     if n == 0:
         return out
-    cfg = launch_config(n, V, rows.element_size(), block_v=block_v)
+    cfg = launch_config(n, V, rows.element_size(), block_v=block_v, num_warps=num_warps)
     d = out["logp"]  # stand-in pointer for arguments a variant does not use
     _fwd_kernel[cfg.grid](
         rows, *_strides(rows), y, V, float(temperature),
@@ -165,13 +165,13 @@ def row_forward(rows, y, *, temperature, entropy, loss_code=-1, old=None, adv=No
     return out
 
 
-def row_backward(rows, y, lse, H, g, h, *, temperature, out=None, block_v=None):
+def row_backward(rows, y, lse, H, g, h, *, temperature, out=None, block_v=None, num_warps=None):
     """Launch the backward kernel: d loss / d rows into ``out`` (a fresh buffer, or ``rows`` in place)."""
     out = torch.empty(rows.shape, dtype=rows.dtype, device=rows.device) if out is None else out
     n, V = y.numel(), rows.shape[-1]
     if n == 0:
         return out
-    cfg = launch_config(n, V, rows.element_size(), block_v=block_v)
+    cfg = launch_config(n, V, rows.element_size(), block_v=block_v, num_warps=num_warps)
     entropy = h is not None
     _bwd_kernel[cfg.grid](
         rows, out, *_strides(rows), out.stride(0), out.stride(1), y, V, float(temperature),
