@@ -27,6 +27,7 @@ from __future__ import annotations
 import torch
 
 CHUNK_ELEMENTS = 1 << 20  # fp32 elements per temporary (4 MB): several fit in a CPU's last-level cache
+CUDA_CHUNK_ELEMENTS = 1 << 25  # on a GPU, launches cost more than cache misses: 128 MB temporaries
 
 
 def check_inputs(logits: torch.Tensor, targets: torch.Tensor, temperature: float) -> None:
@@ -79,13 +80,14 @@ def as_rows(x: torch.Tensor) -> torch.Tensor:
         return x if x.dim() == 3 else x.reshape(1, -1, x.shape[-1])
 
 
-def chunk_rows(n_rows: int, V: int, chunk_size: int | None = None) -> int:
+def chunk_rows(n_rows: int, V: int, chunk_size: int | None = None, *, cuda: bool = False) -> int:
     """Rows per chunk: ``chunk_size`` if given, else as many as fit ``CHUNK_ELEMENTS`` (at least 1)."""
     if chunk_size is not None:
         if chunk_size < 1:
             raise ValueError(f"chunk_size: expected a positive number of rows, got {chunk_size}")
         return chunk_size
-    return max(1, min(n_rows, CHUNK_ELEMENTS // max(V, 1)))
+    budget = CUDA_CHUNK_ELEMENTS if cuda else CHUNK_ELEMENTS
+    return max(1, min(n_rows, budget // max(V, 1)))
 
 
 def _scaled_fp32(x: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -189,7 +191,7 @@ def chunked_token_logprobs(logits: torch.Tensor, targets: torch.Tensor, *, tempe
     check_inputs(logits, targets, temperature)
     rows = as_rows(logits)                                     # (B', T', V)
     y = targets.long().reshape(rows.shape[:2])                 # (B', T')
-    chunk = chunk_rows(rows.shape[1], rows.shape[2], chunk_size)
+    chunk = chunk_rows(rows.shape[1], rows.shape[2], chunk_size, cuda=rows.is_cuda)
     logp, H, _ = ChunkedTokenLogprobs.apply(rows, y, float(temperature), entropy, chunk, inplace)
     shape = logits.shape[:-1]
     return logp.reshape(shape), (H.reshape(shape) if entropy else None)

@@ -13,6 +13,12 @@ PY=${PYTHON:-python3}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 [ -d .gpu_peers ] && export PYTHONPATH="$PYTHONPATH:$PWD/.gpu_peers"
 export TOKENIZERS_PARALLELISM=false
+# rlnb/__init__ imports the tasks, which import `datasets`; a GPU box may lack it: stub it (unused here).
+if ! $PY -c "import datasets" 2>/dev/null; then
+    mkdir -p /tmp/rlnb_stubs/datasets
+    printf 'class Dataset:\n    pass\n\n\nclass IterableDataset:\n    pass\n' > /tmp/rlnb_stubs/datasets/__init__.py
+    export PYTHONPATH="$PYTHONPATH:/tmp/rlnb_stubs"
+fi
 
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
 $PY -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(0))" \

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from rlnb.kernels.launch import next_pow2
-from rlnb.logprobs import CHUNK_ELEMENTS, chunk_forward, chunk_grad
+from rlnb.logprobs import chunk_forward, chunk_grad, chunk_rows
 
 
 def linear_chunk_rows(N: int, H: int, V: int, chunk_size: int | None = None) -> int:
@@ -40,19 +40,19 @@ class TorchRows:
     """Row ops in plain torch, in sub-chunks of ``CHUNK_ELEMENTS`` so fp32 temporaries stay small."""
 
     @staticmethod
-    def _subs(n: int, V: int):
-        step = max(1, CHUNK_ELEMENTS // V)
-        return [slice(i, min(i + step, n)) for i in range(0, n, step)]
+    def _subs(x: torch.Tensor):
+        step = chunk_rows(x.shape[0], x.shape[1], cuda=x.is_cuda)
+        return [slice(i, min(i + step, x.shape[0])) for i in range(0, x.shape[0], step)]
 
     @staticmethod
     def forward(logits, y, temperature, entropy):  # (C, V), (C,) -> logp, lse, H
-        parts = [chunk_forward(logits[s], y[s], temperature, entropy) for s in TorchRows._subs(*logits.shape)]
+        parts = [chunk_forward(logits[s], y[s], temperature, entropy) for s in TorchRows._subs(logits)]
         logp, lse, H = (torch.cat([p[i] for p in parts]) if parts[0][i] is not None else None for i in range(3))
         return logp, lse, H
 
     @staticmethod
     def backward_(logits, y, lse, H, g, h, temperature):  # writes d logits over logits
-        for s in TorchRows._subs(*logits.shape):
+        for s in TorchRows._subs(logits):
             logits[s] = chunk_grad(logits[s], y[s], lse[s], H[s] if h is not None else None, g[s],
                                    h[s] if h is not None else None, temperature)
 

@@ -5,7 +5,7 @@ CUDA allows 2**31 - 1 programs along x but only 65535 along y and z, so a (B, T)
 single 65536-token sequence; we flatten every row into x. The row index is then widened to int64 in
 the kernel before it is multiplied by the row stride (65536 * 151936 > 2**31).
 
->>> launch_config(65536, 151936, 2)
+>>> launch_config(65536, 151936, 2, kind="backward")
 LaunchConfig(grid=(65536,), BLOCK_V=4096, num_warps=8)
 >>> launch_config(37, 1000, 4)
 LaunchConfig(grid=(37,), BLOCK_V=1024, num_warps=4)
@@ -28,7 +28,7 @@ def next_pow2(n: int) -> int:
     return 1 << max(0, (int(n) - 1).bit_length())
 
 
-def launch_config(n_rows: int, V: int, itemsize: int, *, block_v: int | None = None,
+def launch_config(n_rows: int, V: int, itemsize: int, *, kind: str = "forward", block_v: int | None = None,
                   num_warps: int | None = None) -> LaunchConfig:
     """Grid, block and warps for a (n_rows, V) logits tensor of ``itemsize``-byte elements.
 
@@ -44,6 +44,8 @@ def launch_config(n_rows: int, V: int, itemsize: int, *, block_v: int | None = N
     block = block_v if block_v is not None else min(next_pow2(V), 8192 // max(itemsize, 1))
     if block & (block - 1):
         raise ValueError(f"block_v: expected a power of two, got {block}")
-    if num_warps is None:
-        num_warps = 4 if block <= 1024 else 8 if block <= 4096 else 16
+    if kind not in ("forward", "backward"):
+        raise ValueError(f"kind: expected 'forward' or 'backward', got {kind!r}")
+    if num_warps is None:  # measured on an H200 (docs/kernels.md): the reduction prefers fewer warps
+        num_warps = (4 if block <= 4096 else 8) if kind == "forward" else (4 if block <= 1024 else 8)
     return LaunchConfig(grid=(n_rows,), BLOCK_V=block, num_warps=num_warps)

@@ -39,7 +39,7 @@ def _row_start(x_ptr, row, T_rows, stride_b, stride_t):
 
 
 @triton.jit
-def _fwd_kernel(x_ptr, T_rows, stride_b, stride_t, y_ptr, V, temperature,
+def _fwd_kernel(x_ptr, T_rows, stride_b, stride_t, y_ptr, V, inv_T,
                 logp_ptr, lse_ptr, H_ptr,
                 old_ptr, adv_ptr, mask_ptr, loss_ptr, ratio_ptr, low_ptr, high_ptr, w_ptr,
                 eps_low, eps_high, dual_c,
@@ -53,7 +53,7 @@ def _fwd_kernel(x_ptr, T_rows, stride_b, stride_t, y_ptr, V, temperature,
     for start in range(0, V, BLOCK_V):
         valid = start + cols < V
         # Load: BLOCK_V logits of this row, in their own dtype (the only read of x), upcast in registers.
-        z = tl.load(x_row + start + cols, mask=valid, other=float("-inf")).to(tl.float32) / temperature
+        z = tl.load(x_row + start + cols, mask=valid, other=float("-inf")).to(tl.float32) * inv_T
         m_new = tl.maximum(m, tl.max(z, axis=0))
         alpha = tl.exp(m - m_new)
         d = tl.where(valid, z - m_new, float("-inf"))    # padding lanes: exp(-inf) = 0 below
@@ -66,7 +66,7 @@ def _fwd_kernel(x_ptr, T_rows, stride_b, stride_t, y_ptr, V, temperature,
     # Load: the target's logit, one scalar. Store: three floats per row.
     y = tl.load(y_ptr + row)
     lse = m + tl.log(s)
-    logp = tl.load(x_row + y).to(tl.float32) / temperature - lse
+    logp = tl.load(x_row + y).to(tl.float32) * inv_T - lse
     tl.store(logp_ptr + row, logp)
     tl.store(lse_ptr + row, lse)
     if ENTROPY:
@@ -107,7 +107,7 @@ def _loss_epilogue(row, logp, old_ptr, adv_ptr, mask_ptr, loss_ptr, ratio_ptr, l
 
 
 @triton.jit
-def _bwd_kernel(x_ptr, dx_ptr, T_rows, stride_b, stride_t, dstride_b, dstride_t, y_ptr, V, temperature,
+def _bwd_kernel(x_ptr, dx_ptr, T_rows, stride_b, stride_t, dstride_b, dstride_t, y_ptr, V, inv_T,
                 lse_ptr, H_ptr, g_ptr, h_ptr, ENTROPY: tl.constexpr, BLOCK_V: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     x_row = _row_start(x_ptr, row, T_rows, stride_b, stride_t)
@@ -117,20 +117,26 @@ def _bwd_kernel(x_ptr, dx_ptr, T_rows, stride_b, stride_t, dstride_b, dstride_t,
     y = tl.load(y_ptr + row)
     lse = tl.load(lse_ptr + row)
     g = tl.load(g_ptr + row)
-    a = -g / temperature                                   # d x_j = p_j (a + b log p_j) + [j = y] g / T
+    a = -g * inv_T                                         # d x_j = p_j (a + b log p_j) + [j = y] g / T
+    weight = tl.abs(g)                                     # a masked token gets g = h = 0: skip its reads
     if ENTROPY:
         h = tl.load(h_ptr + row)
-        a = -(g + h * tl.load(H_ptr + row)) / temperature
-        b = -h / temperature
+        a = -(g + h * tl.load(H_ptr + row)) * inv_T
+        b = -h * inv_T
+        weight += tl.abs(h)
+    V_live = tl.where(weight > 0, V, 0)                    # columns to read: all, or none for a dead row
     for start in range(0, V, BLOCK_V):
         valid = start + cols < V
         # Load: the same block of logits again (recompute beats storing softmax: 2 B read vs 4 B write+read).
-        logq = tl.load(x_row + start + cols, mask=valid, other=0.0).to(tl.float32) / temperature - lse
+        # A dead row loads nothing (an all-false mask issues no memory traffic) and stores zeros.
+        live = start + cols < V_live
+        logq = tl.load(x_row + start + cols, mask=live, other=0.0).to(tl.float32) * inv_T - lse
         if ENTROPY:
             grad = tl.exp(logq) * (a + b * logq)
         else:
             grad = tl.exp(logq) * a
-        grad = tl.where(start + cols == y, grad + g / temperature, grad)
+        grad = tl.where(start + cols == y, grad + g * inv_T, grad)
+        grad = tl.where(live, grad, 0.0)
         # Store: the gradient block in the logits' dtype; in place this overwrites what we just read.
         tl.store(dx_row + start + cols, grad.to(dx_ptr.dtype.element_ty), mask=valid)
 
@@ -152,10 +158,10 @@ def row_forward(rows, y, *, temperature, entropy, loss_code=-1, old=None, adv=No
                    high=torch.empty(n, dtype=torch.int8, device=rows.device))
     if n == 0:
         return out
-    cfg = launch_config(n, V, rows.element_size(), block_v=block_v, num_warps=num_warps)
+    cfg = launch_config(n, V, rows.element_size(), block_v=block_v, num_warps=num_warps, kind="forward")
     d = out["logp"]  # stand-in pointer for arguments a variant does not use
     _fwd_kernel[cfg.grid](
-        rows, *_strides(rows), y, V, float(temperature),
+        rows, *_strides(rows), y, V, 1.0 / float(temperature),
         out["logp"], out["lse"], out["H"] if entropy else d,
         old if old is not None else d, adv if adv is not None else d, mask if mask is not None else d,
         *(out.get(k, d) for k in ("loss", "ratio", "low", "high", "w")),
@@ -171,10 +177,10 @@ def row_backward(rows, y, lse, H, g, h, *, temperature, out=None, block_v=None, 
     n, V = y.numel(), rows.shape[-1]
     if n == 0:
         return out
-    cfg = launch_config(n, V, rows.element_size(), block_v=block_v, num_warps=num_warps)
+    cfg = launch_config(n, V, rows.element_size(), block_v=block_v, num_warps=num_warps, kind="backward")
     entropy = h is not None
     _bwd_kernel[cfg.grid](
-        rows, out, *_strides(rows), out.stride(0), out.stride(1), y, V, float(temperature),
+        rows, out, *_strides(rows), out.stride(0), out.stride(1), y, V, 1.0 / float(temperature),
         lse, H if entropy else lse, g.contiguous(), h.contiguous() if entropy else g,
         ENTROPY=entropy, BLOCK_V=cfg.BLOCK_V, num_warps=cfg.num_warps)
     return out
