@@ -201,6 +201,8 @@ def test_dispatcher_choices_and_errors(monkeypatch):
     with pytest.raises(KeyError, match="known"):
         K.fused_token_loss(x, torch.zeros(2, dtype=torch.long), torch.zeros(2), torch.zeros(2), torch.ones(2),
                            loss="grpo")
+    with pytest.raises(ValueError, match="token ids"):
+        K.token_logprobs(torch.zeros(2, 3, device=DEVICE), torch.tensor([0, 3], device=DEVICE), backend="triton")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     with pytest.raises(RuntimeError, match="CUDA"):
         K.resolve_backend(torch.zeros(2, 3), "triton")

@@ -87,6 +87,9 @@ def _triton_call(logits, targets, old, adv, mask, spec: KernelSpec):
     from rlnb.kernels.token_loss import TritonTokenLoss
     rows = as_rows(logits)                                          # (B', T', V), no copy
     y = targets.long().reshape(-1).contiguous()                     # (N,)
+    V = logits.shape[-1]
+    if y.numel() and (int(y.min()) < 0 or int(y.max()) >= V):      # the kernel would read out of bounds
+        raise ValueError(f"targets: expected token ids in [0, {V}), got [{int(y.min())}, {int(y.max())}]")
     args = [t.to(torch.float32).reshape(-1).contiguous() if t is not None else None for t in (old, adv, mask)]
     outs = TritonTokenLoss.apply(rows, y, *args, spec)
     shape = logits.shape[:-1]
