@@ -16,7 +16,6 @@ import math  # noqa: E402
 import pytest  # noqa: E402
 
 import rlnb.kernels as K  # noqa: E402
-from rlnb.algos.losses import ppo_clip  # noqa: E402
 from rlnb.kernels.launch import MAX_GRID_X, launch_config  # noqa: E402
 from rlnb.kernels.loss_terms import token_loss_terms  # noqa: E402
 
@@ -99,7 +98,7 @@ def test_logp_only_gradient_without_entropy():
 
 
 LOSSES = [("pg", {}), ("ppo_clip", {}), ("ppo_clip", {"dual_clip_c": 1.3}), ("cispo", {}),
-          ("ppo_clip", {"eps_low": 0.1, "eps_high": 0.28})]
+          ("cispo", {"eps_low": 0.3, "cispo_cap": 1.5}), ("ppo_clip", {"eps_low": 0.1, "eps_high": 0.28})]
 
 
 @pytest.mark.parametrize("loss,extra", LOSSES)
@@ -111,8 +110,8 @@ def test_fused_loss_matches_fp64_terms_and_grad(loss, extra):
     old = (lp64.detach() + 0.5 * torch.randn(B, T_, generator=gen, dtype=torch.float64)).float()  # rho ~ 0.6..1.6
     adv = torch.randn(B, generator=gen)
     mask = (torch.rand(B, T_, generator=gen) > 0.2).float()
-    args = dict(loss=loss, **{"eps_low": 0.2, "eps_high": 0.2, **extra})
-    ref = token_loss_terms(lp64, old.double(), adv.double(), mask.double(), **args)
+    args = dict(loss=loss, **extra)
+    ref = token_loss_terms(lp64, old.double(), adv.double(), mask.double(), **args)   # the zoo's definition
     gl = torch.randn(B, T_, generator=gen)
     (ref[0] * gl.double() + lp64 * g.double() + H64 * h.double()).sum().backward()
     xx = x.to(DEVICE).requires_grad_()
@@ -136,23 +135,29 @@ def test_fused_loss_chunked_backend_equals_triton():
             assert torch.allclose(a.float(), b.float(), atol=2e-5)
 
 
-def test_loss_terms_hand_values_and_agree_with_zoo_ppo():
-    lp = torch.log(torch.tensor([[1.5, 0.5, 4.0]]))         # rho = 1.5, 0.5, 4 (old_logp = 0)
-    z, m = torch.zeros(1, 3), torch.ones(1, 3)
-    neg = torch.tensor([-1.0])
-    loss, ratio, low, high, w = token_loss_terms(lp, z, neg, m, loss="ppo_clip", dual_clip_c=3.0)
+def test_kernel_loss_hand_values():
+    # logits log(0.4, 0.3, 0.2, 0.1): logp of tokens 0, 1, 3; old_logp chosen so rho = 1.5, 0.5, 4
+    x = torch.log(torch.tensor([0.4, 0.3, 0.2, 0.1])).expand(1, 3, 4).contiguous().to(DEVICE)
+    y = torch.tensor([[0, 1, 3]], device=DEVICE)
+    p = torch.tensor([[0.4, 0.3, 0.1]])
+    old = torch.log(p / torch.tensor([[1.5, 0.5, 4.0]])).to(DEVICE)
+    m = torch.ones(1, 3, device=DEVICE)
+    run = lambda A, **kw: K.fused_token_loss(x, y, old, torch.tensor([A], device=DEVICE), m,  # noqa: E731
+                                             backend="triton", **kw)
+    out = run(-1.0, loss="ppo_clip", eps_low=0.2, eps_high=0.2, dual_clip_c=3.0)
     # A = -1: max(rho, clip(rho, .8, 1.2)) = 1.5, 0.8, 4 -> dual clip caps the last at c = 3
-    assert torch.allclose(loss, torch.tensor([[1.5, 0.8, 3.0]]))
-    assert low.tolist() == [[False, True, False]] and w.tolist() == [[-1.5, 0.0, 0.0]]
-    loss, *_, w = token_loss_terms(lp, z, neg, m, loss="cispo", eps_high=0.3)  # -sg(min(rho, 1.3)) A logp
-    assert torch.allclose(w, torch.tensor([[-1.3, -0.5, -1.3]]))
-    assert torch.allclose(loss, torch.tensor([[1.3 * math.log(1.5), 0.5 * math.log(0.5), 1.3 * math.log(4.0)]]))
-    loss, *_, w = token_loss_terms(lp, z, torch.tensor([2.0]), torch.tensor([[1.0, 0.0, 1.0]]), loss="pg")
-    assert torch.allclose(loss, torch.tensor([[-2 * math.log(1.5), 0.0, -2 * math.log(4.0)]]))
-    zoo = ppo_clip(lp, z, torch.tensor([0.7]), m, eps_low=0.1, eps_high=0.3)
-    mine = token_loss_terms(lp, z, torch.tensor([0.7]), m, loss="ppo_clip", eps_low=0.1, eps_high=0.3)
-    for a, b in zip(zoo, mine, strict=True):
-        assert torch.equal(a, b)
+    assert torch.allclose(out.loss.cpu(), torch.tensor([[1.5, 0.8, 3.0]]), atol=1e-6)
+    assert out.clipped_low.tolist() == [[False, True, False]] and out.clipped_high.tolist() == [[False, False, True]]
+    assert torch.allclose(out.weight.cpu(), torch.tensor([[-1.5, 0.0, 0.0]]), atol=1e-6)
+    out = run(2.0, loss="cispo", eps_high=0.3)          # weight A min(rho, 1.3); no lower bound by default
+    assert torch.allclose(out.weight.cpu(), torch.tensor([[2.6, 1.0, 2.6]]), atol=1e-6)
+    assert torch.allclose(out.loss.cpu(), -torch.tensor([[2.6, 1.0, 2.6]]) * torch.log(p), atol=1e-6)
+    assert out.clipped_high.tolist() == [[True, False, True]] and not out.clipped_low.any()
+    out = run(2.0, loss="pg")
+    assert torch.allclose(out.loss.cpu(), -2 * torch.log(p), atol=1e-6)
+    assert not (out.clipped_low.any() or out.clipped_high.any())
+    with pytest.raises(ValueError, match="dual_clip_c"):
+        run(1.0, loss="cispo", dual_clip_c=3.0)          # not a hyperparameter of CISPO
 
 
 def test_fused_linear_matches_fp64():
@@ -200,7 +205,7 @@ def test_dispatcher_choices_and_errors(monkeypatch):
         K.set_backend("cuda")
     with pytest.raises(KeyError, match="known"):
         K.fused_token_loss(x, torch.zeros(2, dtype=torch.long), torch.zeros(2), torch.zeros(2), torch.ones(2),
-                           loss="grpo")
+                           loss="gspo")
     with pytest.raises(ValueError, match="token ids"):
         K.token_logprobs(torch.zeros(2, 3, device=DEVICE), torch.tensor([0, 3], device=DEVICE), backend="triton")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)

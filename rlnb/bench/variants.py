@@ -173,7 +173,8 @@ def fp64_gate(inp: Inputs, out, mode: str, rows: torch.Tensor) -> dict:
     lp64 = torch.log(p.gather(-1, inp.y[b, t, None]).squeeze(-1))
     H64 = -(p * torch.log(p)).sum(-1)
     m = inp.mask[b, t].double()
-    loss64 = token_loss_terms(lp64, inp.old[b, t].double(), inp.adv[b].double(), m, **LOSS)[0]
+    row = lambda v: v.double().unsqueeze(0)  # noqa: E731 - the zoo's losses take (B, T): here (1, R)
+    loss64 = token_loss_terms(row(lp64), row(inp.old[b, t]), row(inp.adv[b]), row(m), **LOSS)[0].squeeze(0)
     n = inp.mask.sum().double()
     (loss64.sum() / n - (ENT_COEF * (H64 * m).sum() / n if mode == "grad" else 0)).backward()
     err = {"loss": (loss[b, t].double() - loss64).abs().max().item(),

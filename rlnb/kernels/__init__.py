@@ -21,14 +21,14 @@ from dataclasses import dataclass
 import torch
 
 from rlnb.kernels.fused_linear import LinearTokenLogprobs, TorchRows, TritonRows, linear_chunk_rows
-from rlnb.kernels.loss_terms import TOKEN_LOSSES, TokenLossOut, loss_fn, token_adv, token_loss_terms
+from rlnb.kernels.loss_terms import KERNEL_LOSSES, TokenLossOut, kernel_bounds, loss_hyper, token_loss_terms
 from rlnb.logprobs import as_rows, check_inputs, chunked_token_logprobs
 from rlnb.logprobs import token_logprobs as _reference
 
 BACKENDS = ("auto", "torch", "chunked", "triton")
 _GLOBAL = {"backend": "auto"}
 
-__all__ = ["BACKENDS", "TOKEN_LOSSES", "TokenLossOut", "fused_token_loss", "get_backend",
+__all__ = ["BACKENDS", "KERNEL_LOSSES", "TokenLossOut", "fused_token_loss", "get_backend",
            "linear_token_logprobs", "resolve_backend", "set_backend", "token_logprobs", "triton_available"]
 
 
@@ -76,9 +76,9 @@ class KernelSpec:
     temperature: float = 1.0
     entropy: bool = False
     inplace: bool = False
-    loss_code: int = -1          # -1: log-probs only; else TOKEN_LOSSES[name][1]
-    eps_low: float = 0.2
-    eps_high: float = 0.2
+    loss_code: int = -1          # -1: log-probs only; else KERNEL_LOSSES[name]
+    lo: float = 0.8              # the ratio's clip bounds (see loss_terms.kernel_bounds)
+    hi: float = 1.2
     dual_clip_c: float | None = None
     block_v: int | None = None   # tests only: force small vocabulary blocks
 
@@ -117,33 +117,35 @@ def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, *, temperature: 
 
 
 def fused_token_loss(logits: torch.Tensor, targets: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor,
-                     mask: torch.Tensor, *, loss: str = "ppo_clip", eps_low: float = 0.2, eps_high: float = 0.2,
-                     dual_clip_c: float | None = None, temperature: float = 1.0, entropy: bool = False,
+                     mask: torch.Tensor, *, loss: str = "ppo_clip", eps_low: float | None = None,
+                     eps_high: float | None = None, dual_clip_c: float | None = None,
+                     cispo_cap: float | None = None, temperature: float = 1.0, entropy: bool = False,
                      backend: str = "auto", inplace: bool = False) -> TokenLossOut:
     """Log-prob, entropy and the per-token loss in one pass over the logits.
 
     logits (B, T, V), targets / old_logp / mask (B, T), adv (B,) or (B, T). ``loss`` is one of
-    ``TOKEN_LOSSES`` ("pg", "ppo_clip", "cispo"); formulas and conventions in ``loss_terms.py``, the same
-    as ``rlnb.algos.losses``. Returns ``TokenLossOut`` (logp, entropy, loss, ratio, clipped_low,
-    clipped_high, weight); logp, entropy and loss are differentiable w.r.t. the logits.
+    ``KERNEL_LOSSES`` ("pg", "ppo_clip", "cispo") with the formulas, flags and hyperparameters of
+    ``rlnb.algos.losses`` (a hyperparameter left None takes that function's default). Returns
+    ``TokenLossOut`` (logp, entropy, loss, ratio, clipped_low, clipped_high, weight); logp, entropy
+    and loss are differentiable w.r.t. the logits.
     """
-    _, code = loss_fn(loss)
+    hyper = loss_hyper(loss, eps_low=eps_low, eps_high=eps_high, dual_clip_c=dual_clip_c, cispo_cap=cispo_cap)
     name = resolve_backend(logits, backend)
     if name != "triton":
         lp_fn = _reference if name == "torch" else functools.partial(chunked_token_logprobs, inplace=inplace)
         logp, H = lp_fn(logits, targets, temperature=temperature, entropy=entropy)
-        return TokenLossOut(logp, H, *token_loss_terms(logp, old_logp, adv, mask, loss=loss, eps_low=eps_low,
-                                                       eps_high=eps_high, dual_clip_c=dual_clip_c))
+        return TokenLossOut(logp, H, *token_loss_terms(logp, old_logp, adv, mask, loss=loss, **hyper))
     check_inputs(logits, targets, temperature)
     shape = logits.shape[:-1]
-    if old_logp.shape != shape or mask.shape != shape:
-        raise ValueError(f"old_logp, mask: expected shape {tuple(shape)}, got {tuple(old_logp.shape)} "
-                         f"and {tuple(mask.shape)}")
-    if dual_clip_c is not None and not dual_clip_c > 1:
-        raise ValueError(f"dual_clip_c: expected a number > 1 (paper: 3) or None, got {dual_clip_c}")
-    A = token_adv(adv, old_logp)
-    spec = KernelSpec(float(temperature), entropy, inplace, code, eps_low, eps_high, dual_clip_c)
-    logp, H, per_token, ratio, low, high, w = _triton_call(logits, targets, old_logp, A, mask, spec)
+    if len(shape) != 2 or old_logp.shape != shape or mask.shape != shape or adv.shape not in (shape, shape[:1]):
+        raise ValueError(f"old_logp, mask, adv: expected (B, T) = {tuple(shape)} (adv also (B,)), got "
+                         f"{tuple(old_logp.shape)}, {tuple(mask.shape)}, {tuple(adv.shape)}")
+    if hyper.get("dual_clip_c") is not None and not hyper["dual_clip_c"] > 1:
+        raise ValueError(f"dual_clip_c: expected None or a float > 1, got {hyper['dual_clip_c']}")
+    A = adv.unsqueeze(-1).expand(shape) if adv.dim() == 1 else adv         # (B, T)
+    lo, hi, c = kernel_bounds(loss, hyper)
+    spec = KernelSpec(float(temperature), entropy, inplace, KERNEL_LOSSES[loss], lo, hi, c)
+    logp, H, per_token, ratio, low, high, w = _triton_call(logits, targets, old_logp, A.detach(), mask, spec)
     return TokenLossOut(logp, H, per_token, ratio, low, high, w)
 
 

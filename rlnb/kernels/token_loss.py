@@ -42,7 +42,7 @@ def _row_start(x_ptr, row, T_rows, stride_b, stride_t):
 def _fwd_kernel(x_ptr, T_rows, stride_b, stride_t, y_ptr, V, inv_T,
                 logp_ptr, lse_ptr, H_ptr,
                 old_ptr, adv_ptr, mask_ptr, loss_ptr, ratio_ptr, low_ptr, high_ptr, w_ptr,
-                eps_low, eps_high, dual_c,
+                lo, hi, dual_c,
                 ENTROPY: tl.constexpr, LOSS: tl.constexpr, DUAL: tl.constexpr, BLOCK_V: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)                    # int64: row * stride can pass 2**31
     x_row = _row_start(x_ptr, row, T_rows, stride_b, stride_t)
@@ -73,32 +73,38 @@ def _fwd_kernel(x_ptr, T_rows, stride_b, stride_t, y_ptr, V, inv_T,
         tl.store(H_ptr + row, tl.log(s) - t / s)
     if LOSS >= 0:
         _loss_epilogue(row, logp, old_ptr, adv_ptr, mask_ptr, loss_ptr, ratio_ptr, low_ptr, high_ptr, w_ptr,
-                       eps_low, eps_high, dual_c, LOSS, DUAL)
+                       lo, hi, dual_c, LOSS, DUAL)
 
 
 @triton.jit
 def _loss_epilogue(row, logp, old_ptr, adv_ptr, mask_ptr, loss_ptr, ratio_ptr, low_ptr, high_ptr, w_ptr,
-                   eps_low, eps_high, dual_c, LOSS: tl.constexpr, DUAL: tl.constexpr):
-    """The per-token loss of ``loss_terms.py`` on scalars: 0 = pg, 1 = ppo_clip (+ dual clip), 2 = cispo."""
+                   lo, hi, dual_c, LOSS: tl.constexpr, DUAL: tl.constexpr):
+    """``rlnb.algos.losses`` on scalars: 0 = pg, 1 = ppo_clip (+ dual clip), 2 = cispo.
+
+    lo, hi: the ratio's bounds (PPO: 1 - eps_low, 1 + eps_high; CISPO: 1 - eps_low and its cap).
+    """
     A = tl.load(adv_ptr + row)
     on = tl.load(mask_ptr + row)                           # 1.0 or 0.0
     ratio = tl.exp(logp - tl.load(old_ptr + row))
-    low = (ratio < 1 - eps_low) & (A < 0)
-    high = (ratio > 1 + eps_high) & (A > 0)
-    if LOSS == 0:                                          # pg: -A logp
+    if LOSS == 0:                                          # pg: -A logp, never clipped
         loss = -A * logp
         w = A
-    elif LOSS == 1:                                        # ppo_clip
-        clipped = tl.minimum(tl.maximum(ratio, 1 - eps_low), 1 + eps_high)
-        loss = tl.maximum(-A * ratio, -A * clipped)
-        w = tl.where(low | high, 0.0, A * ratio)
-        if DUAL:
-            dual = (A < 0) & (ratio > dual_c)
+        low = ratio < 0                                    # exp() >= 0: all False
+        high = low
+    elif LOSS == 1:                                        # ppo_clip: max(-A rho, -A clip(rho, lo, hi))
+        loss = tl.maximum(-A * ratio, -A * tl.minimum(tl.maximum(ratio, lo), hi))
+        low = (ratio < lo) & (A < 0)
+        high = (ratio > hi) & (A > 0)
+        if DUAL:                                           # A < 0: min(that, -A c); rho > c counts as high
             loss = tl.where(A < 0, tl.minimum(loss, -A * dual_c), loss)
-            w = tl.where(dual, 0.0, w)
-    else:                                                  # cispo: -sg(min(rho, 1 + eps_high)) A logp
-        w = A * tl.minimum(ratio, 1 + eps_high)
+            high = high | ((ratio > dual_c) & (A < 0))
+        w = tl.where(low | high, 0.0, A * ratio)           # the clipped branch is a constant
+    else:                                                  # cispo: -sg(clip(rho, lo, hi)) A logp
+        w = A * tl.minimum(tl.maximum(ratio, lo), hi)
         loss = -w * logp
+        low = ratio < lo
+        high = ratio > hi
+    # Store: six numbers per row; masked tokens get loss 0, weight 0 and no flags.
     tl.store(loss_ptr + row, loss * on)
     tl.store(ratio_ptr + row, ratio)
     tl.store(low_ptr + row, (low & (on != 0)).to(tl.int8))
@@ -146,7 +152,7 @@ def _strides(rows: torch.Tensor):
 
 
 def row_forward(rows, y, *, temperature, entropy, loss_code=-1, old=None, adv=None, mask=None,
-                eps_low=0.2, eps_high=0.2, dual_clip_c=None, block_v=None, num_warps=None):
+                lo=0.8, hi=1.2, dual_clip_c=None, block_v=None, num_warps=None):
     """Launch the forward kernel on (B', T', V) ``rows``; returns a dict of flat (N,) outputs."""
     n, V = y.numel(), rows.shape[-1]
     f32 = dict(dtype=torch.float32, device=rows.device)
@@ -165,7 +171,7 @@ def row_forward(rows, y, *, temperature, entropy, loss_code=-1, old=None, adv=No
         out["logp"], out["lse"], out["H"] if entropy else d,
         old if old is not None else d, adv if adv is not None else d, mask if mask is not None else d,
         *(out.get(k, d) for k in ("loss", "ratio", "low", "high", "w")),
-        float(eps_low), float(eps_high), float(dual_clip_c or 0.0),
+        float(lo), float(hi), float(dual_clip_c or 0.0),
         ENTROPY=entropy, LOSS=loss_code, DUAL=dual_clip_c is not None,
         BLOCK_V=cfg.BLOCK_V, num_warps=cfg.num_warps)
     return out
@@ -192,7 +198,7 @@ class TritonTokenLoss(torch.autograd.Function):
     @staticmethod
     def forward(ctx, rows, y, old, adv, mask, spec):  # rows (B', T', V); y, old, adv, mask flat (N,)
         o = row_forward(rows, y, temperature=spec.temperature, entropy=spec.entropy, loss_code=spec.loss_code,
-                        old=old, adv=adv, mask=mask, eps_low=spec.eps_low, eps_high=spec.eps_high,
+                        old=old, adv=adv, mask=mask, lo=spec.lo, hi=spec.hi,
                         dual_clip_c=spec.dual_clip_c, block_v=spec.block_v)
         ctx.save_for_backward(rows, y, o["lse"], o["H"], o.get("w"))
         ctx.spec = spec
