@@ -29,7 +29,8 @@ BACKENDS = ("auto", "torch", "chunked", "triton")
 _GLOBAL = {"backend": "auto"}
 
 __all__ = ["BACKENDS", "KERNEL_LOSSES", "TokenLossOut", "fused_token_loss", "get_backend",
-           "linear_token_logprobs", "resolve_backend", "set_backend", "token_logprobs", "triton_available"]
+           "linear_token_logprobs", "resolve_backend", "set_backend", "token_logprobs", "triton_available",
+           "triton_status"]
 
 
 def set_backend(name: str) -> None:
@@ -55,6 +56,17 @@ def triton_available() -> bool:
     except Exception:  # ImportError, or a Triton that fails to initialise on this machine
         return False
     return True
+
+
+def triton_status() -> str:
+    """One line for ``rlnb info``: which Triton, and where the kernels would run."""
+    if not triton_available():
+        return "not available (the chunked torch path is used)"
+    import triton
+    where = ("CUDA" if torch.cuda.is_available() else
+             "interpreter (TRITON_INTERPRET=1)" if os.environ.get("TRITON_INTERPRET") == "1" else
+             "installed, no CUDA device (the chunked torch path is used)")
+    return f"triton {triton.__version__}: {where}"
 
 
 def resolve_backend(x: torch.Tensor, backend: str = "auto") -> str:
