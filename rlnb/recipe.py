@@ -43,6 +43,9 @@ class Recipe:
     format_weight: float = doc("Weight of the task's format reward in the total reward.", 0.0)
     overlong_buffer: int = doc("L_cache of DAPO's soft overlong punishment: the penalty ramps from 0 at "
                                "L_max - L_cache to -1 at L_max; 0 = off.", 0)
+    reward_on_error: str = doc("When a reward function raises or returns None, NaN or a non-number: 'raise' "
+                               "(stop, naming the function and the completion) or 'zero' (score it 0 and "
+                               "count it in the reward_errors metric).", "raise")
     filters: tuple = doc("Names in rlnb.algos.FILTERS whose keep masks (ANDed) decide which rows enter the "
                          "loss, e.g. ('zero_variance',), ('dynamic_sampling',), ('overlong',).", ())
 
@@ -105,13 +108,19 @@ class Recipe:
     def __post_init__(self):
         if isinstance(self.filters, (list, str)):  # accept a list or one name; store a hashable tuple
             object.__setattr__(self, "filters", (self.filters,) if isinstance(self.filters, str) else tuple(self.filters))
+        from rlnb.validate import check_recipe
+
+        check_recipe(self)  # types, ranges, registry names: a bad recipe never exists
 
     def replace(self, **changes) -> Recipe:
         """A copy with ``changes``; unknown field names raise and list the known ones."""
         known = {f.name for f in dataclasses.fields(self)}
         bad = sorted(set(changes) - known)
         if bad:
-            raise TypeError(f"Recipe has no field(s) {bad}; known fields: {sorted(known)}")
+            from rlnb.validate import closest
+
+            raise TypeError(f"{bad[0]}: Recipe has no field(s) {bad}; known fields: {sorted(known)}"
+                            f"{closest(bad[0], known)}")
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
