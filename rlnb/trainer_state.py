@@ -193,7 +193,10 @@ class TrainerStateMixin:
         model, tokenizer = load_model(directory / "model")
         trainer = cls(model, tokenizer, meta["task"], Recipe(**meta["recipe"]), seed=meta["seed"], **kwargs)
         if trainer.ref_model is not None and (directory / "reference").exists():
-            trainer.ref_model = load_model(directory / "reference")[0].requires_grad_(False)
+            from transformers import AutoModelForCausalLM  # weights only: the tokenizer lives in model/
+
+            ref = AutoModelForCausalLM.from_pretrained(directory / "reference", dtype=model.dtype, use_safetensors=True)
+            trainer.ref_model = ref.to(model.device).eval().requires_grad_(False)
             trainer.sampler.ref_model = trainer.ref_model
         state = torch.load(directory / "state.pt", weights_only=True)
         trainer.optimizer.load_state_dict(state["optimizer"])
