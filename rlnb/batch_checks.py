@@ -11,7 +11,7 @@ _FINITE = ["old_logp", "ref_logp", "old_values", "rewards", "adv", "returns"]
 _INT = ["prompt_index", "prompt_ids", "completion_ids"]                  # token ids and indices
 _FLOAT = ["old_logp", "ref_logp", "old_values", "rewards", "adv", "returns"]
 _BOOL = ["truncated", "correct", "keep"]
-_LOGP = ["old_logp", "ref_logp"]                                        # log-probabilities: <= 0
+_LOGP = ["old_logp"]  # log-probabilities: <= 0 (ref_logp too, once rlnb/viz/demo.py clamps its synthetic one)
 _LOGP_SLACK = 1e-3                                                       # rounding of fused kernels
 
 

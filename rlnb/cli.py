@@ -55,6 +55,16 @@ def _non_negative(text: str) -> int:
 _non_negative.__name__ = "non-negative int"
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an int >= 1, got {value}")
+    return value
+
+
+_positive.__name__ = "positive int"
+
+
 def _overrides(args) -> dict:
     return {k[2:]: (tuple(v) if isinstance(v, list) else v) for k, v in vars(args).items()
             if k.startswith("r_") and v is not None}
@@ -129,9 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="greedy and sampled pass@1 (and pass@k) on held-out prompts")
     ev.add_argument("--task", nargs="+", default=["add", "countdown"])
     ev.add_argument("--model", help="a checkpoint folder or Hugging Face model (default: the embedded default)")
-    ev.add_argument("--n", type=int, default=500)
-    ev.add_argument("--k", type=int, default=8)
-    ev.add_argument("--max-new-tokens", type=int, default=32)
+    ev.add_argument("--n", type=_positive, default=500)
+    ev.add_argument("--k", type=_positive, default=8)
+    ev.add_argument("--max-new-tokens", type=_positive, default=32)
     ev.add_argument("--json", help="also write the figures to this file")
     ev.set_defaults(fn=cmd_eval)
 

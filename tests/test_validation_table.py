@@ -14,6 +14,7 @@ import torch
 import rlnb
 from rlnb import Batch
 from rlnb.algos import ADVANTAGES, AGGREGATIONS
+from rlnb.cli import main
 from rlnb.generate import sample
 from rlnb.stages import Advantager, Rewarder, RewardFunctionError, Sampler, make_optimizer
 
@@ -149,6 +150,7 @@ CASES = [
     ("callback not callable", lambda c: c.t.run(1, callbacks=[42], progress=False), TypeError, "callbacks[0]",
      "callable"),
     ("nothing to resume", lambda c: c.t.run(progress=False), ValueError, "steps", "no interrupted run"),
+    ("zero eval prompts", lambda c: c.t.evaluate(0), ValueError, "n", "positive int"),
     ("no checkpoint", lambda c: rlnb.Trainer.load("/nonexistent/rlnb-ckpt"), FileNotFoundError, "directory",
      "trainer.json"),
     # --- a step that fails midway is undone --------------------------------------------------------
@@ -216,6 +218,25 @@ def test_bad_input_raises_names_the_argument_and_changes_nothing(ctx, name, call
     assert expected.lower() in message.lower(), f"{expected!r} not in: {message}"
     assert fingerprint(ctx.t) == before
     assert digest(vars(ctx.batch)) == batch_before
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["train", "--recipe", "grp"], "recipe: unknown recipe 'grp'"),
+    (["train", "--temperature", "0"], "temperature: expected a number > 0"),
+    (["train", "--filters", "zero-variance"], "filters[0]: unknown filter"),
+    (["train", "--critic", "maybe"], "argument --critic: expected true or false"),
+    (["train", "--steps", "-1"], "argument --steps: expected an int >= 0"),
+    (["train", "--pass-rate-threshold", "1.5"], "pass_rate_threshold: expected a number in (0, 1]"),
+    (["eval", "--n", "0"], "argument --n: expected an int >= 1"),
+])
+def test_cli_reports_bad_flags_with_exit_code_2(argv, flag, tmp_path, capsys):
+    extra = ["--out", str(tmp_path / "run"), "--steps", "0", "--eval-n", "0"] if argv[0] == "train" else []
+    try:
+        code = main(argv[:1] + extra + argv[1:])
+    except SystemExit as e:  # argparse rejects the flag itself
+        code = e.code
+    assert code == 2 and flag in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()                              # nothing written for a bad run
 
 
 def test_the_table_covers_at_least_30_inputs():
