@@ -50,6 +50,10 @@ class Trainer(TrainerStateMixin):
     the embedded default model. ``step()`` runs the four stages once; ``run(n)`` runs n steps with a
     progress bar and callbacks; ``history`` holds the metrics of every step, ``records`` the last
     batches and stats.
+
+    A step that raises or is interrupted changes nothing (see ``docs/reliability.md``). With
+    ``safe_update=True`` (default) this includes the weights and optimizer, at the cost of one copy of
+    each per step; pass ``safe_update=False`` for models too big to copy.
     """
 
     def __init__(self, model, tokenizer, task="add", recipe: str | Recipe = "grpo", *, seed: int = 0,
