@@ -159,6 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--save-every", type=_non_negative, default=25, help="checkpoint every N steps (0: only at the end)")
     tr.add_argument("--eval-n", type=_non_negative, default=200,
                     help="held-out prompts for greedy pass@1 before/after (0: skip)")
+    tr.add_argument("--reward-on-error", choices=["raise", "zero"], default="raise",
+                    help="a reward function that raises or returns None/NaN: stop (raise) or score it 0 and count it")
     tr.add_argument("--no-progress", action="store_true")
     _add_recipe_flags(tr)
     tr.set_defaults(fn=cmd_train)

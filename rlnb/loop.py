@@ -53,20 +53,25 @@ class Trainer(TrainerStateMixin):
 
     A step that raises or is interrupted changes nothing (see ``docs/reliability.md``). With
     ``safe_update=True`` (default) this includes the weights and optimizer, at the cost of one copy of
-    each per step; pass ``safe_update=False`` for models too big to copy.
+    each per step; pass ``safe_update=False`` for models too big to copy. ``reward_on_error``: "raise"
+    (default) stops at a reward function that raises or returns None/NaN/a non-number, naming it and the
+    completion; "zero" scores such entries 0 and counts them in the ``reward_errors`` metric.
     """
 
     def __init__(self, model, tokenizer, task="add", recipe: str | Recipe = "grpo", *, seed: int = 0,
                  ref_model=None, pool_size: int = 4096, keep_records: int = 64, safe_update: bool = True,
-                 **overrides):
+                 reward_on_error: str = "raise", **overrides):
         check_int("seed", seed)
         check_int("pool_size", pool_size, low=1)
         check_int("keep_records", keep_records, low=1)
         if not isinstance(safe_update, bool):
             raise TypeError(f"safe_update: expected True or False, got {safe_update!r}")
+        if reward_on_error not in ("raise", "zero"):
+            raise ValueError(f"reward_on_error: expected 'raise' or 'zero', got {reward_on_error!r}")
         check_model(model, tokenizer)
-        if ref_model is not None:
-            check_model(ref_model, tokenizer)
+        if ref_model is not None and not callable(ref_model):
+            raise TypeError(f"ref_model: expected a causal LM (callable), got {type(ref_model).__name__}")
+        self.reward_on_error = reward_on_error
         self.recipe = recipes_mod.get(recipe, **overrides)
         self.task = tasks_mod.get(task)
         self.model, self.tokenizer, self.seed, self.safe_update = model, tokenizer, int(seed), safe_update
@@ -111,7 +116,7 @@ class Trainer(TrainerStateMixin):
                                value_head=self.value_head, topk=r.topk_logprobs, generator=self.generators["sample"])
         self.rewarder = Rewarder.for_task(self.task, format_weight=r.format_weight, overlong_buffer=r.overlong_buffer,
                                           max_new_tokens=r.max_new_tokens, kl_coef=r.beta if r.kl_in_reward else 0.0,
-                                          on_error=r.reward_on_error)
+                                          on_error=self.reward_on_error)
         self.advantager = Advantager(bind(ADVANTAGES[r.advantage], r), filters=[bind(FILTERS[f], r) for f in r.filters],
                                      gae=bind(gae, r) if r.critic else None)
         self.updater = Updater(

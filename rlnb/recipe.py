@@ -43,9 +43,6 @@ class Recipe:
     format_weight: float = doc("Weight of the task's format reward in the total reward.", 0.0)
     overlong_buffer: int = doc("L_cache of DAPO's soft overlong punishment: the penalty ramps from 0 at "
                                "L_max - L_cache to -1 at L_max; 0 = off.", 0)
-    reward_on_error: str = doc("When a reward function raises or returns None, NaN or a non-number: 'raise' "
-                               "(stop, naming the function and the completion) or 'zero' (score it 0 and "
-                               "count it in the reward_errors metric).", "raise")
     filters: tuple = doc("Names in rlnb.algos.FILTERS whose keep masks (ANDed) decide which rows enter the "
                          "loss, e.g. ('zero_variance',), ('dynamic_sampling',), ('overlong',).", ())
 

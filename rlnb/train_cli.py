@@ -68,6 +68,7 @@ def train(args, overrides: dict) -> int:
                                               **{k: v for k, v in options.items() if v is not None}, **overrides)
         else:
             trainer = Trainer(*load_default(), args.task, args.recipe, seed=args.seed, **overrides)
+        trainer.reward_on_error = trainer.rewarder.on_error = args.reward_on_error  # saved with checkpoints
         out = args.out or Path("runs") / f"{args.recipe}-{args.task}-{time.strftime('%Y%m%d-%H%M%S')}"
         out.mkdir(parents=True, exist_ok=True)
         (out / "metrics.jsonl").write_text("")

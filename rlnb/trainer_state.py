@@ -164,6 +164,7 @@ class TrainerStateMixin:
                     "value_head": None if self.value_head is None else self.value_head.state_dict()}, tmp / "state.pt")
         meta = {"recipe": self.recipe.to_dict(), "task": self.task.name, "seed": self.seed,
                 "step_count": self.step_count, "prompts_drawn": self.prompts_drawn, "run_target": self._run_target,
+                "reward_on_error": getattr(self, "reward_on_error", "raise"),
                 "controllers": [c.state() for c in self.controllers],
                 "pass_rates": None if self.pass_rates is None else self.pass_rates.state_dict()}
         (tmp / "trainer.json").write_text(json.dumps(meta, indent=1))
@@ -191,6 +192,7 @@ class TrainerStateMixin:
             raise FileNotFoundError(f"directory: no rlnb checkpoint (trainer.json) in {directory}")
         meta = json.loads((directory / "trainer.json").read_text())
         model, tokenizer = load_model(directory / "model")
+        kwargs.setdefault("reward_on_error", meta.get("reward_on_error", "raise"))
         trainer = cls(model, tokenizer, meta["task"], Recipe(**meta["recipe"]), seed=meta["seed"], **kwargs)
         if trainer.ref_model is not None and (directory / "reference").exists():
             from transformers import AutoModelForCausalLM  # weights only: the tokenizer lives in model/

@@ -35,7 +35,6 @@ RANGES = {
     "cliprange_value": "(0, inf)", "lr": "(0, inf)", "warmup_steps": "[0, inf)", "weight_decay": "[0, inf)",
     "max_grad_norm": "[0, inf)", "num_iterations": "[1, inf)", "num_mini_batches": "[1, inf)",
 }
-CHOICES = {"reward_on_error": ("raise", "zero")}
 
 
 def closest(name, known) -> str:
@@ -91,16 +90,12 @@ def check_recipe(recipe) -> None:
         check_kind(f.name, value, str(f.type))
         if f.name in RANGES and value is not None:
             check_range(f.name, value, RANGES[f.name])
-        if f.name in CHOICES and value not in CHOICES[f.name]:
-            raise ValueError(f"{f.name}: expected one of {list(CHOICES[f.name])}, got {value!r}")
     r = recipe
     if r.num_mini_batches > r.prompts_per_step:
         raise ValueError(f"num_mini_batches: expected at most prompts_per_step={r.prompts_per_step} "
                          f"(each mini-batch holds whole groups), got {r.num_mini_batches}")
     if r.overlong_buffer > r.max_new_tokens:
         raise ValueError(f"overlong_buffer: expected at most max_new_tokens={r.max_new_tokens}, got {r.overlong_buffer}")
-    if r.kl_target is not None and r.beta <= 0:
-        raise ValueError(f"beta: the adaptive KL controller (kl_target) needs a starting beta > 0, got {r.beta}")
     _check_names(r)
 
 

@@ -55,7 +55,7 @@ def test_zero_policy_when_the_whole_result_is_unusable():
 
 def test_trainer_counts_reward_errors_per_step():
     t = rlnb.Trainer.tiny("grpo", task="add", seed=0, prompts_per_step=2, num_generations=2, max_new_tokens=8,
-                          reward_on_error="zero")
+                          reward_on_error="zero")  # a Trainer argument, saved with checkpoints
     t.rewarder.funcs["format"] = lambda cs, a, **kw: [None] * len(cs)
     rec = t.step()
     assert rec.metrics["reward_errors"] == 4 and t.rewarder.errors == 4

@@ -114,6 +114,10 @@ class Updater:
     def step(self, batch: Batch) -> UpdateStats:
         if batch.adv is None or batch.old_logp is None:
             raise ValueError("batch: expected old_logp (Sampler) and adv (Advantager) before the update")
+        empty = ~batch.mask.bool().any(-1)                                  # (B,)
+        if empty.any():  # the Sampler always writes EOS or a token; to drop a row, set keep=False
+            raise ValueError(f"batch.mask: expected at least one completion token per row (EOS counts), got "
+                             f"all-masked rows {torch.nonzero(empty).flatten()[:10].tolist()}; use keep=False to drop rows")
         if self.beta > 0 and batch.ref_logp is None:
             raise ValueError("batch.ref_logp: expected reference log-probs when beta > 0 (give the Sampler a ref_model)")
         self.model.train()
@@ -129,7 +133,8 @@ class Updater:
         self.optimizer.zero_grad(set_to_none=True)  # gradients are not state: free them between steps
         return self._stats(batch, {k: v / n for k, v in sums.items()}, n, last)
 
-    def _loss(self, mb: Batch, rows: torch.Tensor):
+    def _loss(self, mb: Batch, rows: torch.Tensor | None = None):
+        rows = torch.arange(mb.B) if rows is None else rows               # mini-batch row -> batch row
         topk_ids = mb.extras.get("topk_ids") if "topk_logp" in self.loss_inputs else None
         fw = completion_logprobs(self.model, mb.prompt_ids, mb.prompt_mask, mb.completion_ids, mb.mask,
                                  temperature=self.temperature, entropy=True, fp32_lm_head=self.fp32_lm_head,
