@@ -46,24 +46,32 @@ class Batch:
     # --- anything a registry entry needs beyond the above (e.g. DPPO top-K log-probs) -----------
     extras: dict[str, torch.Tensor] = field(default_factory=dict)
 
+    def __post_init__(self):
+        check_batch(self)  # construction, replace, select and concat all pass through here
+
     # ---------------------------------------------------------------------------------------------
     @classmethod
     def from_rows(cls, rows: dict, group_size: int, prompt_index=None) -> Batch:
         """A prompt-only batch: each of the P rows (``{"prompt": [...], "answer": [...]}``) G times."""
         if not isinstance(group_size, int) or group_size < 1:
             raise ValueError(f"group_size: expected a positive int (G), got {group_size!r}")
-        prompts, answers = list(rows["prompt"]), [str(a) for a in rows["answer"]]
+        try:
+            prompts, answers = list(rows["prompt"]), [str(a) for a in rows["answer"]]
+        except (KeyError, TypeError, IndexError) as e:
+            raise KeyError(f"rows: expected a mapping with 'prompt' and 'answer' columns ({e!r})") from None
+        if not all(isinstance(p, str) for p in prompts):
+            raise TypeError("rows['prompt']: expected strings")
         if not prompts or len(prompts) != len(answers):
             raise ValueError(f"rows: expected as many answers as prompts (>0), got {len(prompts)} and {len(answers)}")
         idx = torch.arange(len(prompts)) if prompt_index is None else torch.as_tensor(prompt_index).long()
+        if idx.shape != (len(prompts),):
+            raise ValueError(f"prompt_index: expected {len(prompts)} indices (one per prompt), got shape {tuple(idx.shape)}")
         rep = lambda xs: [x for x in xs for _ in range(group_size)]  # noqa: E731
         return cls(rep(prompts), rep(answers), idx.repeat_interleave(group_size), group_size)
 
     def replace(self, **changes) -> Batch:
         """A new batch with ``changes``; the fields are checked for consistent shapes."""
-        new = dataclasses.replace(self, **changes)
-        check_batch(new)
-        return new
+        return dataclasses.replace(self, **changes)
 
     @property
     def B(self) -> int:

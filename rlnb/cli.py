@@ -27,12 +27,42 @@ def _add_recipe_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _converter(f: dataclasses.Field):
-    """str -> the field's type: bools accept true/false, optional numbers accept 'none'."""
+    """str -> the field's type: bools accept true/false/1/0/yes/no/on/off (anything else is an error),
+    optional numbers accept 'none'."""
     if isinstance(f.default, bool):
-        return lambda s: s.strip().lower() in ("1", "true", "yes", "on")
+        def conv(text: str) -> bool:
+            t = text.strip().lower()
+            if t not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+                raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+            return t in ("1", "true", "yes", "on")
+        conv.__name__ = "bool"
+        return conv
     if f.default is None:  # the optional numeric fields (kl_target, dual_clip_c, ...)
-        return lambda s: None if s.strip().lower() == "none" else float(s)
+        def optional(text: str) -> float | None:
+            return None if text.strip().lower() == "none" else float(text)
+        optional.__name__ = "number or none"
+        return optional
     return type(f.default)
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an int >= 0, got {value}")
+    return value
+
+
+_non_negative.__name__ = "non-negative int"
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an int >= 1, got {value}")
+    return value
+
+
+_positive.__name__ = "positive int"
 
 
 def _overrides(args) -> dict:
@@ -109,16 +139,16 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="greedy and sampled pass@1 (and pass@k) on held-out prompts")
     ev.add_argument("--task", nargs="+", default=["add", "countdown"])
     ev.add_argument("--model", help="a checkpoint folder or Hugging Face model (default: the embedded default)")
-    ev.add_argument("--n", type=int, default=500)
-    ev.add_argument("--k", type=int, default=8)
-    ev.add_argument("--max-new-tokens", type=int, default=32)
+    ev.add_argument("--n", type=_positive, default=500)
+    ev.add_argument("--k", type=_positive, default=8)
+    ev.add_argument("--max-new-tokens", type=_positive, default=32)
     ev.add_argument("--json", help="also write the figures to this file")
     ev.set_defaults(fn=cmd_eval)
 
     tr = sub.add_parser("train", help="train a recipe on a task; writes metrics.jsonl, a checkpoint and report.html")
     tr.add_argument("--recipe", default="grpo")
     tr.add_argument("--task", default="add")
-    tr.add_argument("--steps", type=int, default=200)
+    tr.add_argument("--steps", type=_non_negative, default=200)
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--out", type=Path, default=None, help="output folder (default runs/<recipe>-<task>-<time>)")
     tr.add_argument("--resume", type=Path, help="continue the run saved in this folder")
@@ -126,8 +156,11 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--dtype", default=None, help="with --model: weights dtype (default bf16 on CUDA, fp32 on CPU)")
     tr.add_argument("--gradient-checkpointing", action="store_true", help="with --model: recompute activations")
     tr.add_argument("--chat-template", action="store_true", help="with --model: wrap prompts in its chat template")
-    tr.add_argument("--save-every", type=int, default=25, help="checkpoint every N steps")
-    tr.add_argument("--eval-n", type=int, default=200, help="held-out prompts for greedy pass@1 before/after (0: skip)")
+    tr.add_argument("--save-every", type=_non_negative, default=25, help="checkpoint every N steps (0: only at the end)")
+    tr.add_argument("--eval-n", type=_non_negative, default=200,
+                    help="held-out prompts for greedy pass@1 before/after (0: skip)")
+    tr.add_argument("--reward-on-error", choices=["raise", "zero"], default="raise",
+                    help="a reward function that raises or returns None/NaN: stop (raise) or score it 0 and count it")
     tr.add_argument("--no-progress", action="store_true")
     _add_recipe_flags(tr)
     tr.set_defaults(fn=cmd_train)

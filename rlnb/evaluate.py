@@ -50,6 +50,9 @@ def evaluate(model, tokenizer, task, *, n: int = 200, seed: int = 10_000, k: int
     Held-out: prompts come from ``seed`` (training draws from other seeds). Greedy decoding gives one
     completion per prompt, so pass@k needs ``greedy=False``.
     """
+    for name, v in (("n", n), ("k", k), ("max_new_tokens", max_new_tokens)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{name}: expected a positive int, got {v!r}")
     if greedy and k > 1:
         raise ValueError(f"k: pass@k needs sampling; got k={k} with greedy=True")
     ds = task.dataset(n, seed=seed)

@@ -59,7 +59,16 @@ def sample(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, max_ne
 
     Returns ``completion_ids`` (B, T) right-padded with ``pad_token_id`` after EOS, ``mask`` (B, T)
     1.0 on generated tokens up to and including EOS, and ``truncated`` (B,) True where no EOS came.
+    Logits with NaN or +inf (diverged weights) raise a ``ValueError`` naming the rows, after the loop
+    (rows are tracked on the device, so the check costs no synchronisation per token).
     """
+    if not temperature > 0:
+        raise ValueError(f"temperature: expected a number > 0, got {temperature!r}")
+    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens: expected a positive int, got {max_new_tokens!r}")
+    if prompt_ids.dim() != 2 or prompt_mask.shape != prompt_ids.shape:
+        raise ValueError(f"prompt_ids, prompt_mask: expected equal (B, Tp) shapes, got {tuple(prompt_ids.shape)} "
+                         f"and {tuple(prompt_mask.shape)}")
     B = prompt_ids.shape[0]
     attn = prompt_mask.long()                                            # (B, Tp)
     pos = position_ids(attn)
@@ -68,8 +77,12 @@ def sample(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, max_ne
     cache_kw = _cache_kw(model)
     last_pos = pos[:, -1:]                                               # (B, 1)
     done = torch.zeros(B, dtype=torch.bool, device=prompt_ids.device)
+    broken = torch.zeros_like(done)                                      # (B,) rows whose logits went bad
     tokens, live = [], []
     for _ in range(max_new_tokens):
+        bad = (logits.isnan() | logits.isposinf()).any(-1) | logits.isneginf().all(-1)  # (B,)
+        broken |= bad & ~done
+        logits = logits.masked_fill(bad[:, None], 0.0)                   # keep sampling; we raise below
         tok = next_token(logits, temperature=temperature, top_p=top_p, greedy=greedy, generator=generator)
         tok = tok.masked_fill(done, pad_token_id)
         tokens.append(tok)
@@ -82,6 +95,10 @@ def sample(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, max_ne
         out = model(input_ids=tok[:, None], attention_mask=attn, position_ids=last_pos,
                     use_cache=True, **{cache_kw: past})
         past, logits = _cache_of(out), out.logits[:, -1]
+    if broken.any():
+        rows = torch.nonzero(broken).flatten()[:10].tolist()
+        raise ValueError(f"logits: NaN or inf in the model's logits for rows {rows} while sampling "
+                         "(diverged weights? try a lower lr or max_grad_norm)")
     completion_ids = torch.stack(tokens, dim=1)                          # (B, T)
     mask = torch.stack(live, dim=1).float()                              # (B, T)
     return completion_ids, mask, ~done

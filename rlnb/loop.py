@@ -29,6 +29,7 @@ from rlnb.metrics import step_metrics
 from rlnb.recipe import Recipe
 from rlnb.stages import Advantager, Rewarder, Sampler, Updater, UpdateStats, make_optimizer
 from rlnb.trainer_state import Timer, TrainerStateMixin, deferred_interrupt, hash_seed
+from rlnb.validate import check_int, check_model
 
 EVAL_SEED = 10_000  # held-out prompts; training prompts come from a pool seeded "train:<seed>"
 
@@ -49,14 +50,31 @@ class Trainer(TrainerStateMixin):
     the embedded default model. ``step()`` runs the four stages once; ``run(n)`` runs n steps with a
     progress bar and callbacks; ``history`` holds the metrics of every step, ``records`` the last
     batches and stats.
+
+    A step that raises or is interrupted changes nothing (see ``docs/reliability.md``). With
+    ``safe_update=True`` (default) this includes the weights and optimizer, at the cost of one copy of
+    each per step; pass ``safe_update=False`` for models too big to copy. ``reward_on_error``: "raise"
+    (default) stops at a reward function that raises or returns None/NaN/a non-number, naming it and the
+    completion; "zero" scores such entries 0 and counts them in the ``reward_errors`` metric.
     """
 
     def __init__(self, model, tokenizer, task="add", recipe: str | Recipe = "grpo", *, seed: int = 0,
-                 ref_model=None, pool_size: int = 4096, keep_records: int = 64, **overrides):
+                 ref_model=None, pool_size: int = 4096, keep_records: int = 64, safe_update: bool = True,
+                 reward_on_error: str = "raise", **overrides):
+        check_int("seed", seed)
+        check_int("pool_size", pool_size, low=1)
+        check_int("keep_records", keep_records, low=1)
+        if not isinstance(safe_update, bool):
+            raise TypeError(f"safe_update: expected True or False, got {safe_update!r}")
+        if reward_on_error not in ("raise", "zero"):
+            raise ValueError(f"reward_on_error: expected 'raise' or 'zero', got {reward_on_error!r}")
+        check_model(model, tokenizer)
+        if ref_model is not None and not callable(ref_model):
+            raise TypeError(f"ref_model: expected a causal LM (callable), got {type(ref_model).__name__}")
+        self.reward_on_error = reward_on_error
         self.recipe = recipes_mod.get(recipe, **overrides)
         self.task = tasks_mod.get(task)
-        self.model, self.tokenizer, self.seed = model, tokenizer, int(seed)
-        check_vocab(model, tokenizer)
+        self.model, self.tokenizer, self.seed, self.safe_update = model, tokenizer, int(seed), safe_update
         self.pool = self.task.dataset(pool_size, seed=f"train:{seed}")
         self.step_count, self.prompts_drawn, self.history = 0, 0, []
         self.records: deque[StepRecord] = deque(maxlen=keep_records)
@@ -97,7 +115,8 @@ class Trainer(TrainerStateMixin):
                                max_new_tokens=r.max_new_tokens, ref_model=self.ref_model, fp32_lm_head=r.fp32_lm_head,
                                value_head=self.value_head, topk=r.topk_logprobs, generator=self.generators["sample"])
         self.rewarder = Rewarder.for_task(self.task, format_weight=r.format_weight, overlong_buffer=r.overlong_buffer,
-                                          max_new_tokens=r.max_new_tokens, kl_coef=r.beta if r.kl_in_reward else 0.0)
+                                          max_new_tokens=r.max_new_tokens, kl_coef=r.beta if r.kl_in_reward else 0.0,
+                                          on_error=self.reward_on_error)
         self.advantager = Advantager(bind(ADVANTAGES[r.advantage], r), filters=[bind(FILTERS[f], r) for f in r.filters],
                                      gae=bind(gae, r) if r.critic else None)
         self.updater = Updater(
@@ -138,18 +157,21 @@ class Trainer(TrainerStateMixin):
         return self._perm_cache[1]
 
     # --- the loop -----------------------------------------------------------------------------
-    def collect(self, timer: Timer | None = None) -> Batch:
+    def collect(self, timer: Timer | None = None, callbacks=()) -> Batch:
         """Sample and reward P groups. With dynamic sampling (``max_gen_rounds`` > 1) groups the filters
         drop are replaced by fresh ones, for at most ``max_gen_rounds`` rounds (DAPO)."""
         timer = timer or Timer()
         self.sampled_zero_std = []
+        emit = lambda stage, b: [cb.on_stage(self, stage, b) for cb in callbacks]  # noqa: E731
         P, G, kept, rounds = self.recipe.prompts_per_step, self.recipe.num_generations, [], 0
         while rounds < self.recipe.max_gen_rounds:
             rounds += 1
             with timer("sample"):
                 batch = self.sampler.step(self.next_prompts())
+            emit("sample", batch)
             with timer("reward"):
                 batch = self.rewarder.step(batch)
+            emit("reward", batch)
             if self.pass_rates is not None:
                 self.pass_rates.update(batch.prompt_index[::G].tolist(), batch.correct, G)
             if self.recipe.max_gen_rounds == 1:
@@ -162,29 +184,36 @@ class Trainer(TrainerStateMixin):
         full = Batch.concat([b for b in kept if b.B]) if any(b.B for b in kept) else batch
         return full.select(torch.arange(min(full.B, P * G))) if full is not batch else full
 
-    def step(self) -> StepRecord:
-        """One step: sample -> reward -> advantage -> update. On any error nothing changes."""
+    def step(self, *, callbacks=()) -> StepRecord:
+        """One step: sample -> reward -> advantage -> update. On any error or interrupt nothing changes.
+        ``callbacks``: objects with ``on_stage(trainer, stage, batch)``, called after each stage."""
         timer = Timer()
+        emit = lambda stage, b: [cb.on_stage(self, stage, b) for cb in callbacks]  # noqa: E731
         with self.rollback_on_error():
-            batch = self.collect(timer)
+            batch = self.collect(timer, callbacks)
             with timer("advantage"):
                 batch = self.advantager.step(batch)
+            emit("advantage", batch)
             with deferred_interrupt():  # Ctrl-C waits until the update is applied and recorded
                 with timer("update"):
                     stats = self.updater.step(batch)
+                emit("update", batch)
                 return self._commit(batch, stats, timer)
 
     def _commit(self, batch: Batch, stats: UpdateStats, timer: Timer) -> StepRecord:
-        self.step_count += 1
-        metrics = {"step": self.step_count, **step_metrics(batch, stats), **timer.metrics()}
+        """Compute the step's metrics, then record them; the step counts only once it is in ``history``."""
+        metrics = {"step": self.step_count + 1, **step_metrics(batch, stats), **timer.metrics()}
         if self.sampled_zero_std:
             metrics["gen_rounds"] = len(self.sampled_zero_std)
             metrics["frac_reward_zero_std_sampled"] = sum(self.sampled_zero_std) / len(self.sampled_zero_std)
+        if "reward_errors" in batch.extras:  # reward_on_error="zero": entries scored 0 this step
+            metrics["reward_errors"] = int(batch.extras["reward_errors"].sum())
         for ctl in self.controllers:
             metrics.update(ctl(batch, stats))
         record = StepRecord(batch, stats, metrics)
         self.history.append(metrics)
         self.records.append(record)
+        self.step_count += 1
         return record
 
     def evaluate(self, n: int = 200, *, greedy: bool = True, k: int = 1, seed: int = EVAL_SEED) -> dict:
@@ -198,9 +227,4 @@ class Trainer(TrainerStateMixin):
                 f"steps={self.step_count})")
 
 
-def check_vocab(model, tokenizer) -> None:
-    """The tokenizer's ids must all exist in the model's embedding table."""
-    n_model = model.get_input_embeddings().weight.shape[0]
-    if len(tokenizer) > n_model:
-        raise ValueError(f"tokenizer: has {len(tokenizer)} tokens but the model's embedding has only {n_model} rows; "
-                         "they do not belong together")
+check_vocab = check_model  # the old name

@@ -105,13 +105,19 @@ class Recipe:
     def __post_init__(self):
         if isinstance(self.filters, (list, str)):  # accept a list or one name; store a hashable tuple
             object.__setattr__(self, "filters", (self.filters,) if isinstance(self.filters, str) else tuple(self.filters))
+        from rlnb.validate import check_recipe
+
+        check_recipe(self)  # types, ranges, registry names: a bad recipe never exists
 
     def replace(self, **changes) -> Recipe:
         """A copy with ``changes``; unknown field names raise and list the known ones."""
         known = {f.name for f in dataclasses.fields(self)}
         bad = sorted(set(changes) - known)
         if bad:
-            raise TypeError(f"Recipe has no field(s) {bad}; known fields: {sorted(known)}")
+            from rlnb.validate import closest
+
+            raise TypeError(f"{bad[0]}: Recipe has no field(s) {bad}; known fields: {sorted(known)}"
+                            f"{closest(bad[0], known)}")
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from rlnb.batch import Batch
+from rlnb.validate import nonfinite_rows
 
 
 class Advantager:
@@ -24,6 +25,9 @@ class Advantager:
 
     def __init__(self, estimator: Callable[[torch.Tensor, int], torch.Tensor], *,
                  filters: Sequence[Callable] = (), gae: Callable | None = None):
+        for arg, fn in (("estimator", estimator), *((f"filters[{i}]", f) for i, f in enumerate(filters))):
+            if not callable(fn):
+                raise TypeError(f"{arg}: expected a callable (a bound registry entry), got {fn!r}")
         self.estimator, self.filters, self.gae = estimator, tuple(filters), gae
 
     def keep_mask(self, batch: Batch) -> torch.Tensor:
@@ -40,7 +44,15 @@ class Advantager:
         if batch.keep is not None:
             keep &= batch.keep
         if self.gae is None:
-            return batch.replace(adv=self.estimator(batch.rewards, batch.group_size).float(), keep=keep)
+            adv = self.estimator(batch.rewards, batch.group_size)
+            if not isinstance(adv, torch.Tensor) or adv.shape != batch.rewards.shape:
+                got = tuple(adv.shape) if isinstance(adv, torch.Tensor) else type(adv).__name__
+                raise ValueError(f"estimator: expected ({batch.B},) advantages from {_name(self.estimator)}, got {got}")
+            if not torch.isfinite(adv).all():
+                rows = nonfinite_rows(adv)
+                raise ValueError(f"adv: the advantage estimator {_name(self.estimator)} gave NaN or inf in rows {rows} "
+                                 f"(rewards there: {batch.rewards[rows].tolist()})")
+            return batch.replace(adv=adv.float(), keep=keep)
         if batch.old_values is None:
             raise ValueError("batch.old_values: expected the critic's values from the Sampler (give it the value head)")
         last = (batch.lengths - 1).clamp(min=0)                            # (B,) index of each final token
@@ -48,3 +60,8 @@ class Advantager:
         token_rewards[torch.arange(batch.B), last] = batch.rewards
         adv, returns = self.gae(token_rewards, batch.old_values, batch.mask)
         return batch.replace(adv=adv.float(), returns=returns.float(), keep=keep)
+
+
+def _name(fn) -> str:
+    """A registry entry's name (also through ``functools.partial``), else its repr."""
+    return repr(getattr(getattr(fn, "func", fn), "registry_name", fn))

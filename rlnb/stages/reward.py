@@ -31,21 +31,30 @@ class Rewarder:
     (-kl_coef * sum_t k1, classic PPO/RLOO's KL in the reward, ``kl_coef`` > 0).
 
     ``on_error="raise"`` (default) stops with an error naming the function and the completion index
-    when a function raises or returns None/NaN/a non-number; ``on_error="zero"`` scores such entries 0
-    and counts them in ``self.errors``.
+    when a function raises or returns None/NaN/a non-number (a function that raises on the batch is
+    re-run one completion at a time to find the culprit); ``on_error="zero"`` scores such entries 0,
+    counts them in ``self.errors`` and marks them in ``extras["reward_errors"]`` (B,) (failed functions
+    per row).
     """
 
     def __init__(self, funcs: dict[str, RewardFn], weights: dict[str, float] | None = None, *,
                  on_error: str = "raise", overlong_buffer: int = 0, max_new_tokens: int | None = None,
                  kl_coef: float = 0.0):
-        if not funcs:
-            raise ValueError("funcs: expected at least one reward function")
+        if not isinstance(funcs, dict) or not funcs:
+            raise TypeError(f"funcs: expected a non-empty dict name -> reward function, got {funcs!r}")
+        for name, fn in funcs.items():
+            if not callable(fn):
+                raise TypeError(f"funcs[{name!r}]: expected a callable fn(completions, answer, **kw) -> list[float], "
+                                f"got {fn!r}")
         if on_error not in ("raise", "zero"):
             raise ValueError(f"on_error: expected 'raise' or 'zero', got {on_error!r}")
         weights = dict(weights or {})
         unknown = sorted(set(weights) - set(funcs))
         if unknown:
             raise ValueError(f"weights: names {unknown} are not reward functions; known: {sorted(funcs)}")
+        for name, w in weights.items():
+            if _number(w) is None:
+                raise TypeError(f"weights[{name!r}]: expected a finite number, got {w!r}")
         self.funcs = dict(funcs)
         self.weights = {name: float(weights.get(name, 1.0)) for name in funcs}
         self.on_error, self.errors = on_error, 0
@@ -59,13 +68,19 @@ class Rewarder:
         return cls(task.reward_funcs(), {"correct": 1.0, "format": format_weight}, **kw)
 
     def step(self, batch: Batch) -> Batch:
-        parts = {name: self._score(name, fn, batch) for name, fn in self.funcs.items()}
+        if batch.completions is None:
+            raise ValueError("batch.completions: expected decoded completions from the Sampler, got None "
+                             "(run Sampler.step first)")
+        scored = {name: self._score(name, fn, batch) for name, fn in self.funcs.items()}
+        parts = {name: values for name, (values, _) in scored.items()}
+        failed = sum(f.float() for _, f in scored.values())                  # (B,) failed functions per row
         total = sum(self.weights[name] * parts[name] for name in parts)
         for name, term in self._shaping(batch).items():
             parts[name] = term
             total = total + term
         correct = parts["correct"] > 0 if "correct" in parts else None
-        return batch.replace(rewards=total.float(), reward_parts=parts, correct=correct)
+        extras = {**batch.extras, "reward_errors": failed} if self.on_error == "zero" else batch.extras
+        return batch.replace(rewards=total.float(), reward_parts=parts, correct=correct, extras=extras)
 
     def _shaping(self, batch: Batch) -> dict[str, torch.Tensor]:
         terms = {}
@@ -80,26 +95,62 @@ class Rewarder:
                                                        kl_coef=self.kl_coef)
         return terms
 
-    def _score(self, name: str, fn: RewardFn, batch: Batch) -> torch.Tensor:
+    def _score(self, name: str, fn: RewardFn, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B,) scores of one function and (B,) bool marks of the entries that failed (scored 0)."""
         try:
             values = fn(batch.completions, batch.answers, prompts=batch.prompts)
-        except Exception as e:
+        except Exception as e:  # find the completion that makes it fail: score the rows one by one
+            return self._score_rows(name, fn, batch, e)
+        if values is None or not hasattr(values, "__len__") or len(values) != batch.B:
+            got = "None" if values is None else (len(values) if hasattr(values, "__len__") else type(values).__name__)
+            err = RewardFunctionError(f"reward function {name!r}: expected a list of {batch.B} numbers "
+                                      f"(one per completion), got {got}")
             if self.on_error == "raise":
-                raise RewardFunctionError(f"reward function {name!r} raised {type(e).__name__}: {e}") from e
-            self.errors += batch.B
-            return torch.zeros(batch.B)
-        if values is None or len(values) != batch.B:
-            got = None if values is None else len(values)
-            raise RewardFunctionError(f"reward function {name!r}: expected {batch.B} values, got {got}")
-        out = torch.zeros(batch.B)
+                raise err
+            return self._score_rows(name, fn, batch, err)
+        out, failed = torch.zeros(batch.B), torch.zeros(batch.B, dtype=torch.bool)
         for i, v in enumerate(values):
-            ok = isinstance(v, numbers.Real) and math.isfinite(v)  # bools count as 0/1
-            if ok:
-                out[i] = float(v)
-            elif self.on_error == "raise":
-                raise RewardFunctionError(
-                    f"reward function {name!r} returned {v!r} for completion {i} "
-                    f"({batch.completions[i]!r}); expected a finite number")
+            value = _number(v)
+            if value is None:
+                self._fail(name, i, batch, f"returned {v!r}", failed)
             else:
-                self.errors += 1
-        return out
+                out[i] = value
+        return out, failed
+
+    def _score_rows(self, name, fn, batch: Batch, first: Exception):
+        out, failed = torch.zeros(batch.B), torch.zeros(batch.B, dtype=torch.bool)
+        for i in range(batch.B):
+            try:
+                values = fn(batch.completions[i : i + 1], batch.answers[i : i + 1], prompts=batch.prompts[i : i + 1])
+                value = _number(values[0]) if values is not None and len(values) == 1 else None
+                why = f"returned {values!r}"
+            except Exception as e:
+                value, why = None, f"raised {type(e).__name__}: {e}"
+            if value is None:
+                self._fail(name, i, batch, why, failed, cause=first)
+            else:
+                out[i] = value
+        if not failed.any():  # fails on the whole batch only: no single completion to blame
+            if self.on_error == "raise":
+                raise RewardFunctionError(f"reward function {name!r} raised {type(first).__name__}: {first} "
+                                          "on the batch, though not on any single completion") from first
+            failed[:] = True
+            out.zero_()
+        return out, failed
+
+    def _fail(self, name: str, i: int, batch: Batch, why: str, failed: torch.Tensor, cause=None) -> None:
+        if self.on_error == "raise":
+            raise RewardFunctionError(
+                f"reward function {name!r} {why} for completion {i} ({batch.completions[i][:200]!r}); "
+                "expected a finite number (set on_error='zero' / reward_on_error='zero' to score it 0)") from cause
+        failed[i] = True
+        self.errors += 1
+
+
+def _number(v) -> float | None:
+    """``v`` as a float if it is a finite real number (bools count as 0/1; 1-element tensors too)."""
+    if isinstance(v, torch.Tensor) and v.numel() == 1 and not v.is_complex():
+        v = v.item()
+    if isinstance(v, numbers.Real) and math.isfinite(v):
+        return float(v)
+    return None

@@ -8,6 +8,7 @@ from rlnb.batch import Batch
 from rlnb.evaluate import encode_prompts
 from rlnb.forward import completion_logprobs
 from rlnb.generate import sample
+from rlnb.validate import context_length
 
 
 class Sampler:
@@ -32,10 +33,27 @@ class Sampler:
             raise ValueError(f"top_p: expected a number in (0, 1], got {top_p!r}")
         if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
             raise ValueError(f"max_new_tokens: expected a positive int, got {max_new_tokens!r}")
+        ctx = context_length(model)
+        if ctx is not None and max_new_tokens >= ctx:
+            raise ValueError(f"max_new_tokens: expected fewer than the model's context of {ctx} tokens "
+                             f"(the prompt needs room too), got {max_new_tokens}")
         self.model, self.tokenizer, self.ref_model = model, tokenizer, ref_model
         self.temperature, self.top_p, self.max_new_tokens = temperature, top_p, max_new_tokens
         self.fp32_lm_head, self.value_head, self.topk = fp32_lm_head, value_head, topk
         self.generator = generator if generator is not None else torch.Generator(device=self.device).manual_seed(0)
+
+    def check_context(self, prompt_mask: torch.Tensor) -> None:
+        """Prompt plus ``max_new_tokens`` must fit in the model's context window (when its config says)."""
+        ctx = context_length(self.model)
+        if ctx is None:
+            return
+        lengths = prompt_mask.sum(-1)                                    # (B,) real prompt tokens
+        too_long = torch.nonzero(lengths + self.max_new_tokens > ctx).flatten()
+        if len(too_long):
+            i = int(too_long[0])
+            raise ValueError(f"prompts: row {i} has {int(lengths[i])} tokens, and with max_new_tokens="
+                             f"{self.max_new_tokens} that exceeds the model's context of {ctx} tokens "
+                             f"(rows {too_long[:10].tolist()}); shorten the prompts or lower max_new_tokens")
 
     @property
     def device(self):
@@ -43,6 +61,7 @@ class Sampler:
 
     def step(self, batch: Batch) -> Batch:
         prompt_ids, prompt_mask = encode_prompts(self.tokenizer, batch.prompts, self.device)  # (B, Tp)
+        self.check_context(prompt_mask)
         was_training = self.model.training
         self.model.eval()  # no dropout while sampling; the Updater switches back to train()
         try:

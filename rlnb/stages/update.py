@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -82,6 +83,11 @@ class Updater:
                 raise ValueError(f"{name}: expected a positive int, got {v!r}")
         if beta < 0:
             raise ValueError(f"beta: expected a KL coefficient >= 0, got {beta!r}")
+        if not temperature > 0:
+            raise ValueError(f"temperature: expected a number > 0, got {temperature!r}")
+        for name, fn in (("loss_fn", loss_fn), ("agg_fn", agg_fn)):
+            if not callable(fn):
+                raise TypeError(f"{name}: expected a callable (a bound registry entry), got {fn!r}")
         if beta > 0 and kl_fn is None:
             raise ValueError("kl_fn: expected a KL estimator when beta > 0, got None")
         self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
@@ -108,6 +114,10 @@ class Updater:
     def step(self, batch: Batch) -> UpdateStats:
         if batch.adv is None or batch.old_logp is None:
             raise ValueError("batch: expected old_logp (Sampler) and adv (Advantager) before the update")
+        empty = ~batch.mask.bool().any(-1)                                  # (B,)
+        if empty.any():  # the Sampler always writes EOS or a token; to drop a row, set keep=False
+            raise ValueError(f"batch.mask: expected at least one completion token per row (EOS counts), got "
+                             f"all-masked rows {torch.nonzero(empty).flatten()[:10].tolist()}; use keep=False to drop rows")
         if self.beta > 0 and batch.ref_logp is None:
             raise ValueError("batch.ref_logp: expected reference log-probs when beta > 0 (give the Sampler a ref_model)")
         self.model.train()
@@ -115,20 +125,24 @@ class Updater:
         for _ in range(self.num_iterations):
             last = {}
             for rows in self.mini_batches(batch):
-                out = self._one_step(batch.select(rows).to(self.device))
+                out = self._one_step(batch.select(rows).to(self.device), rows)
                 for k, v in out["scalars"].items():
                     sums[k] = sums.get(k, 0.0) + v
                 n += 1
                 last[rows] = out["tokens"]
+        self.optimizer.zero_grad(set_to_none=True)  # gradients are not state: free them between steps
         return self._stats(batch, {k: v / n for k, v in sums.items()}, n, last)
 
-    def _loss(self, mb: Batch):
+    def _loss(self, mb: Batch, rows: torch.Tensor | None = None):
+        rows = torch.arange(mb.B) if rows is None else rows               # mini-batch row -> batch row
         topk_ids = mb.extras.get("topk_ids") if "topk_logp" in self.loss_inputs else None
         fw = completion_logprobs(self.model, mb.prompt_ids, mb.prompt_mask, mb.completion_ids, mb.mask,
                                  temperature=self.temperature, entropy=True, fp32_lm_head=self.fp32_lm_head,
                                  value_head=self.value_head, topk_ids=topk_ids)
         logp, ent = fw.logp, fw.entropy
-        m = mb.mask * mb.keep[:, None].float()                            # (b, T) tokens in the loss
+        _finite("logits", logp, rows, "the current policy's log-probs")
+        keep = mb.keep if mb.keep is not None else torch.ones(mb.B, dtype=torch.bool, device=mb.mask.device)
+        m = mb.mask * keep[:, None].float()                               # (b, T) tokens in the loss
         G = mb.group_size
         extra = {name: (fw.topk_logp if name == "topk_logp" else mb.extras[name]) for name in self.loss_inputs}
         out = self.loss_fn(logp, mb.old_logp, mb.adv, m, **extra)
@@ -146,15 +160,21 @@ class Updater:
             total = total - self.entropy_coef * self.agg_fn(ent, m, group_size=G)
         return total, pg, out, ent.detach(), kl_t, m
 
-    def _one_step(self, mb: Batch) -> dict:
-        total, pg, out, ent, kl_t, m = self._loss(mb)
+    def _one_step(self, mb: Batch, rows: torch.Tensor) -> dict:
+        total, pg, out, ent, kl_t, m = self._loss(mb, rows)
         tokens = m.sum().clamp(min=1)
         grad_norm = 0.0
         if m.sum() > 0:  # a mini-batch whose rows were all filtered out contributes no step
+            if not torch.isfinite(total):
+                _finite("loss", out.loss * m, rows, "the per-token policy loss")
+                raise ValueError(f"loss: expected a finite loss, got {total.item()} (from the KL, entropy or "
+                                 "value terms; the per-token policy loss is finite)")
             self.optimizer.zero_grad(set_to_none=True)
             total.backward()
             params = [p for group in self.optimizer.param_groups for p in group["params"] if p.grad is not None]
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm or float("inf")))
+            if not math.isfinite(grad_norm):  # stepping would write NaN into every weight
+                raise ValueError(f"grad_norm: expected a finite gradient norm, got {grad_norm} (rows {rows.tolist()[:10]})")
             self.optimizer.step()
             if self.scheduler is not None:
                 self.scheduler.step()
@@ -180,3 +200,10 @@ class Updater:
                 full[k][rows] = v.detach().cpu()
         lr = self.optimizer.param_groups[0]["lr"]
         return UpdateStats(**means, lr=lr, num_updates=n, **full)
+
+
+def _finite(arg: str, x: torch.Tensor, rows: torch.Tensor, what: str) -> None:
+    """Raise naming the batch rows (``rows`` maps mini-batch rows to batch rows) where ``x`` is not finite."""
+    bad = ~torch.isfinite(x).reshape(x.shape[0], -1).all(-1)            # (b,)
+    if bad.any():
+        raise ValueError(f"{arg}: {what} hold NaN or inf in batch rows {rows[bad.cpu()].tolist()[:10]}")

@@ -1,0 +1,159 @@
+"""Input validation at rlnb's public boundaries.
+
+Every wrong input raises before anything changes, with a message that starts with the argument's name
+and says what was expected: ``TypeError`` for a wrong kind of value, ``ValueError`` for a value out of
+range or inconsistent with another, ``KeyError`` for an unknown name (listing the known names and
+suggesting the closest).
+
+>>> check_range("temperature", 0.0, "(0, inf)")
+Traceback (most recent call last):
+...
+ValueError: temperature: expected a number > 0, got 0.0
+>>> unknown_name("loss", "ppo-clip", ["pg", "ppo_clip"], "policy loss").args[0]
+"loss: unknown policy loss 'ppo-clip'; known: ['pg', 'ppo_clip'] (did you mean 'ppo_clip'?)"
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import numbers
+
+import torch
+
+# Allowed range of each numeric Recipe field, as an interval; a missing field has no range.
+RANGES = {
+    "num_generations": "[1, inf)", "prompts_per_step": "[1, inf)", "temperature": "(0, inf)",
+    "top_p": "(0, 1]", "max_new_tokens": "[1, inf)", "max_gen_rounds": "[1, inf)",
+    "pass_rate_threshold": "(0, 1]", "topk_logprobs": "[0, inf)", "overlong_buffer": "[0, inf)",
+    "eps": "(0, 1]", "eps_low": "[0, 1]", "eps_high": "[0, inf)", "dual_clip_c": "(1, inf)",
+    "cispo_cap": "(0, inf)", "tau_pos": "(0, inf)", "tau_neg": "(0, inf)", "dppo_delta": "(0, inf)",
+    "dppo_cap": "(0, inf)", "beta": "[0, inf)", "kl_target": "(0, inf)", "kl_horizon": "[1, inf)",
+    "entropy_coef": "[0, inf)", "entropy_target": "[0, inf)", "entropy_coef_delta": "[0, inf)",
+    "entropy_coef_max": "[0, inf)", "gamma": "[0, 1]", "lam": "[0, 1]", "vf_coef": "[0, inf)",
+    "cliprange_value": "(0, inf)", "lr": "(0, inf)", "warmup_steps": "[0, inf)", "weight_decay": "[0, inf)",
+    "max_grad_norm": "[0, inf)", "num_iterations": "[1, inf)", "num_mini_batches": "[1, inf)",
+}
+
+
+def closest(name, known) -> str:
+    """`` (did you mean 'x'?)`` for the closest known name, or an empty string."""
+    close = difflib.get_close_matches(str(name), [str(k) for k in known], n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def unknown_name(arg: str, name, known, kind: str) -> KeyError:
+    """The KeyError for an unknown registry name: names the argument, lists the known names."""
+    known = sorted(known)
+    return KeyError(f"{arg}: unknown {kind} {name!r}; known: {known}{closest(name, known)}")
+
+
+def _describe(interval: str) -> str:
+    lo, hi = (s.strip() for s in interval[1:-1].split(","))
+    left = ">" if interval[0] == "(" else ">="
+    if hi == "inf":
+        return f"a number {left} {lo}"
+    return f"a number in {interval}"
+
+
+def check_range(arg: str, value, interval: str) -> None:
+    """``value`` must be a finite real number in ``interval`` ("[a, b)", "(0, inf)", ...)."""
+    lo, hi = (float(s) for s in interval[1:-1].split(","))
+    ok_lo = value >= lo if interval[0] == "[" else value > lo
+    ok_hi = value <= hi if interval[-1] == "]" else value < hi
+    if not (math.isfinite(value) and ok_lo and ok_hi):
+        raise ValueError(f"{arg}: expected {_describe(interval)}, got {value!r}")
+
+
+def check_kind(arg: str, value, kind: str) -> None:
+    """``kind`` is a Recipe annotation: "int", "float", "bool", "str", "tuple", "float | None", ..."""
+    if value is None and "None" in kind:
+        return
+    base = kind.replace("| None", "").strip()
+    ok = {
+        "int": isinstance(value, numbers.Integral) and not isinstance(value, bool),
+        "float": isinstance(value, numbers.Real) and not isinstance(value, bool),
+        "bool": isinstance(value, bool),
+        "str": isinstance(value, str),
+        "tuple": isinstance(value, tuple) and all(isinstance(x, str) for x in value),
+    }.get(base, True)
+    if not ok:
+        what = {"tuple": "a tuple of names", "int": "an int", "bool": "True or False"}.get(base, f"a {base}")
+        raise TypeError(f"{arg}: expected {what}{' or None' if 'None' in kind else ''}, got {value!r}")
+
+
+def check_recipe(recipe) -> None:
+    """Types, ranges, registry names and cross-field rules of a ``Recipe``; raises on the first problem."""
+    for f in dataclasses.fields(recipe):
+        value = getattr(recipe, f.name)
+        check_kind(f.name, value, str(f.type))
+        if f.name in RANGES and value is not None:
+            check_range(f.name, value, RANGES[f.name])
+    r = recipe
+    if r.num_mini_batches > r.prompts_per_step:
+        raise ValueError(f"num_mini_batches: expected at most prompts_per_step={r.prompts_per_step} "
+                         f"(each mini-batch holds whole groups), got {r.num_mini_batches}")
+    if r.overlong_buffer > r.max_new_tokens:
+        raise ValueError(f"overlong_buffer: expected at most max_new_tokens={r.max_new_tokens}, got {r.overlong_buffer}")
+    _check_names(r)
+
+
+def _check_names(r) -> None:
+    from rlnb.algos import ADVANTAGES, AGGREGATIONS, FILTERS, KL_ESTIMATORS, POLICY_LOSSES, bind, extra_inputs
+
+    for arg, reg in (("advantage", ADVANTAGES), ("loss", POLICY_LOSSES), ("aggregation", AGGREGATIONS),
+                     ("kl_estimator", KL_ESTIMATORS)):
+        if getattr(r, arg) not in reg:
+            raise unknown_name(arg, getattr(r, arg), reg, reg.kind)
+    for i, name in enumerate(r.filters):
+        if name not in FILTERS:
+            raise unknown_name(f"filters[{i}]", name, FILTERS, FILTERS.kind)
+    if r.num_generations < 2 and not r.critic and needs_groups(bind(ADVANTAGES[r.advantage], r)):
+        raise ValueError(f"num_generations: the advantage estimator {r.advantage!r} compares completions "
+                         f"within a group, so it needs G >= 2 (with G=1 every advantage is 0), got {r.num_generations}")
+    if "topk_logp" in extra_inputs(POLICY_LOSSES[r.loss]) and r.topk_logprobs < 1:
+        raise ValueError(f"topk_logprobs: the loss {r.loss!r} needs the rollout's top-K log-probs; "
+                         f"expected topk_logprobs >= 1, got {r.topk_logprobs}")
+
+
+def needs_groups(estimator) -> bool:
+    """Whether an advantage estimator gives every singleton group (G = 1) a zero advantage: then it needs
+    G >= 2 to learn anything. Probed on distinct rewards, so no estimator name is consulted."""
+    return bool((estimator(torch.tensor([1.0, 0.0, 3.0]), 1) == 0).all())
+
+
+def nonfinite_rows(x: torch.Tensor, limit: int = 10) -> list[int]:
+    """Indices of the rows (dim 0) of ``x`` holding NaN or inf, at most ``limit`` of them."""
+    bad = ~torch.isfinite(x.reshape(x.shape[0], -1)).all(-1)
+    return torch.nonzero(bad).flatten()[:limit].tolist()
+
+
+def check_model(model, tokenizer) -> None:
+    """A causal LM and its tokenizer: the tokenizer's ids must exist in the model, EOS and PAD must be set."""
+    if not hasattr(model, "get_input_embeddings") or not callable(model):
+        raise TypeError(f"model: expected a Hugging Face causal LM (a torch module with get_input_embeddings), "
+                        f"got {type(model).__name__}")
+    if not callable(tokenizer) or not hasattr(tokenizer, "batch_decode"):
+        raise TypeError(f"tokenizer: expected a Hugging Face tokenizer, got {type(tokenizer).__name__}")
+    n_model = model.get_input_embeddings().weight.shape[0]
+    if len(tokenizer) > n_model:
+        raise ValueError(f"tokenizer: has {len(tokenizer)} tokens but the model's embedding has only {n_model} rows; "
+                         "they do not belong together")
+    for name in ("eos_token_id", "pad_token_id"):
+        if getattr(tokenizer, name, None) is None:
+            raise ValueError(f"tokenizer.{name}: expected a token id, got None (set tokenizer.{name[:-3]})")
+
+
+def context_length(model) -> int | None:
+    """The model's context window in tokens (``max_position_embeddings``), when its config says."""
+    n = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    return int(n) if isinstance(n, numbers.Integral) else None
+
+
+def check_int(arg: str, value, *, low: int = 0) -> None:
+    """An int (not a bool) >= ``low``."""
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        raise TypeError(f"{arg}: expected an int, got {value!r}")
+    if value < low:
+        raise ValueError(f"{arg}: expected an int >= {low}, got {value!r}")
