@@ -190,14 +190,21 @@ class ChatTemplateTask(Task):
         return self.inner.reward_funcs()
 
 
+SAFE_UPDATE_MAX_PARAMS = 50_000_000  # above this, a per-step snapshot of weights + Adam state is too costly
+
+
 # --- the entry point -----------------------------------------------------------------------------------
 def from_pretrained(trainer_cls, name_or_path: str | Path, *, task="add", recipe="grpo", seed: int = 0,
                     dtype=None, device=None, autocast=None, gradient_checkpointing: bool = False,
                     lora_r: int = 0, lora_alpha: float | None = None, lora_dropout: float = 0.0,
                     lora_target_modules="all-linear", chat_template: bool = False,
-                    system_prompt: str | None = None, **overrides):
+                    system_prompt: str | None = None, safe_update: bool | None = None, **overrides):
     """A ``Trainer`` on the causal LM at ``name_or_path`` (a local folder works offline). See the module
-    docstring for what each option does; ``overrides`` are recipe fields (``lr=1e-6``, ...)."""
+    docstring for what each option does; ``overrides`` are recipe fields (``lr=1e-6``, ...).
+
+    ``safe_update`` (undo a failed update from a snapshot of weights and optimizer) defaults to True only
+    for models under ``SAFE_UPDATE_MAX_PARAMS`` parameters: the snapshot costs about 3x the model's memory.
+    """
     dev = resolve_device(device)
     model, tokenizer = load(name_or_path, dtype=resolve_dtype(dtype, dev), device=str(dev))
     model.config.use_cache = False  # only the Sampler needs a KV cache, and it asks for one
@@ -217,4 +224,6 @@ def from_pretrained(trainer_cls, name_or_path: str | Path, *, task="add", recipe
     the_task = tasks_mod.get(task)
     if chat_template:
         the_task = ChatTemplateTask(the_task, tokenizer, system_prompt=system_prompt)
-    return trainer_cls(model, tokenizer, the_task, rec, seed=seed, ref_model=ref_model)
+    if safe_update is None:
+        safe_update = sum(p.numel() for p in model.parameters()) <= SAFE_UPDATE_MAX_PARAMS
+    return trainer_cls(model, tokenizer, the_task, rec, seed=seed, ref_model=ref_model, safe_update=safe_update)

@@ -8,7 +8,8 @@ import torch
 if not torch.cuda.is_available():  # must be set before triton is imported anywhere in this process
     os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+# One thread: on a shared 2-core machine multi-threaded small ops stall at thread barriers (4x slower).
+torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")

@@ -2,8 +2,8 @@
 ``exercise`` cells (notebooks import the library, they never redefine it); every notebook uses rlnb."""
 
 import ast
-import re
 import json
+import re
 from pathlib import Path
 
 import pytest
