@@ -15,6 +15,15 @@ SMALL = dict(task="add", seed=1, prompts_per_step=2, num_generations=2, max_new_
 STEPS = 3
 
 
+@pytest.fixture(autouse=True)
+def python_sigint_handler():
+    """A process started in the background by a non-interactive shell (CI, nohup ... &) inherits SIGINT
+    as *ignored*, and Python then installs no KeyboardInterrupt handler. Install it, as a terminal would."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def strip(history):
     return [{k: v for k, v in h.items() if not k.startswith("timing/")} for h in history]
 
