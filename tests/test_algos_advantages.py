@@ -86,6 +86,22 @@ def test_shifting_rewards_changes_nothing(name):
     torch.testing.assert_close(ADVANTAGES[name](r + 7.5, 3), ADVANTAGES[name](r, 3))
 
 
+@pytest.mark.parametrize("value", [0.1, 0.7, 1.3, -2.05])
+def test_grpo_equal_fp32_rewards_get_exactly_zero(value):
+    # 8 copies of 0.7 in fp32: their fp32 mean is off by an ulp and the fp32 std is ~6e-8, so without fp64
+    # statistics (r - mean) / (std + 1e-6) came out near 0.056 for every row instead of 0.
+    r = torch.full((16,), value, dtype=torch.float32)
+    adv = ADVANTAGES["grpo"](r, 8)
+    assert adv.dtype == torch.float32 and torch.equal(adv, torch.zeros(16))
+
+
+def test_grpo_shared_offset_changes_nothing_in_fp32():
+    gen = torch.Generator().manual_seed(0)
+    r = (torch.rand(64, generator=gen) < 0.3).float()                  # binary rewards, many equal groups
+    offset = torch.randn(8, generator=gen).repeat_interleave(8)      # one draw per group of 8
+    torch.testing.assert_close(ADVANTAGES["grpo"](r + offset, 8), ADVANTAGES["grpo"](r, 8), atol=1e-5, rtol=0)
+
+
 @pytest.mark.parametrize("name", ["grpo", "batch_norm"])
 def test_scaling_rewards_changes_nothing_for_std_normalised(name):
     r = torch.tensor([0.1, 0.9, 0.4, 2.0, -1.0, 0.3], dtype=torch.float64)

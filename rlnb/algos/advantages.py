@@ -73,7 +73,8 @@ def grpo(rewards: torch.Tensor, group_size: int, *, unbiased: bool = True, eps: 
     Shapes: rewards (B,) -> (B,).
     Conventions where libraries differ: ``unbiased=True`` divides the variance by G-1 (torch's and TRL's
     default); ``eps`` is 1e-6 here (verl), TRL uses 1e-4. A group whose rewards are all equal gets A = 0
-    (the numerator is 0). A singleton group (G = 1) has no spread: its advantage is defined as 0.
+    (the numerator is 0; the group statistics are computed in fp64 so that this holds exactly for fp32
+    rewards too). A singleton group (G = 1) has no spread: its advantage is defined as 0.
 
     >>> grpo(torch.tensor([1., 0., 0., 0.]), 4)
     tensor([ 1.5000, -0.5000, -0.5000, -0.5000])
@@ -81,8 +82,11 @@ def grpo(rewards: torch.Tensor, group_size: int, *, unbiased: bool = True, eps: 
     r = _groups(rewards, group_size)                                  # (P, G)
     if group_size == 1:
         return torch.zeros_like(r).reshape(-1)
-    std = r.std(dim=1, keepdim=True, unbiased=unbiased)               # (P, 1)
-    return ((r - r.mean(dim=1, keepdim=True)) / (std + eps)).reshape(-1)
+    # Statistics in fp64: a group of equal fp32 rewards such as 0.7 must centre to exactly 0. In fp32 the
+    # mean is off by an ulp, the std is ~1e-7, and dividing by (std + eps) turns rounding into |A| ~ 0.1.
+    r64 = r.double()                                                  # (P, G)
+    std = r64.std(dim=1, keepdim=True, unbiased=unbiased)             # (P, 1)
+    return ((r64 - r64.mean(dim=1, keepdim=True)) / (std + eps)).to(r.dtype).reshape(-1)
 
 
 @ADVANTAGES.register("dr_grpo")
