@@ -2,5 +2,6 @@
 
 from rlnb.tasks import arithmetic, countdown, gsm8k  # noqa: F401  (registers the tasks)
 from rlnb.tasks.base import Reward, Task, get, names, register
+from rlnb.tasks.noise import NoisyTask, noisy
 
-__all__ = ["Reward", "Task", "get", "names", "register"]
+__all__ = ["NoisyTask", "Reward", "Task", "get", "names", "noisy", "register"]
