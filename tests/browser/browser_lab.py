@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 FIXTURES = sorted((REPO / "tests" / "browser" / "fixtures").glob("*.ipynb"))
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = os.environ.get("RLNB_CHROMIUM", "/usr/bin/chromium")  # Debian's; never a downloaded one
 # Without the background-networking flags Chromium keeps dialing Google services, which a closed network
 # refuses; --no-sandbox because CI runs as root.
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -43,7 +43,7 @@ SETTINGS = {
 def missing_requirements() -> str | None:
     """Why the browser test cannot run here, or None when it can."""
     if not Path(CHROMIUM).exists():
-        return f"{CHROMIUM} not found (Debian: apt-get install chromium)"
+        return f"{CHROMIUM} not found (Debian: apt-get install chromium; elsewhere set RLNB_CHROMIUM)"
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
