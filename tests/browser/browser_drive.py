@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from browser_checks import DESCRIBE, parse_readout
+from browser_checks import DESCRIBE, parse_readout, problems
 
 PANEL = "window.jupyterapp.shell.currentWidget"
 KERNEL = f"{PANEL}.sessionContext.session?.kernel"
@@ -77,6 +77,18 @@ def wait_idle(page, *, timeout_s: float, settle_s: float = 0.5) -> None:
 
 def describe(page) -> list[dict]:
     return page.evaluate(DESCRIBE, ".jp-Notebook")
+
+
+def describe_settled(page, *, timeout_s: float = 15) -> list[dict]:
+    """The page's description once nothing is left to render: figures draw and widget views load a moment
+    after the kernel is idle. Gives up after ``timeout_s`` (a broken widget never settles) and returns the
+    last description."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        cells = describe(page)
+        if not problems(cells) or time.monotonic() > deadline:
+            return cells
+        time.sleep(0.5)
 
 
 def kernel_eval(page, code: str) -> str:

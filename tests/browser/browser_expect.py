@@ -83,6 +83,15 @@ def slider(state: dict, name: str) -> float:
     return float(state["sliders"][name])
 
 
+def readout_probe(widget: str, slider_name: str, key: str, code: str, what: str) -> Drive:
+    """The common case in one line: move ``slider_name``; readout ``key`` must equal the number that
+    ``code`` prints in the notebook's kernel. ``code`` is a format string of ``value`` (the slider's value
+    as displayed) that calls the library on the notebook's own objects, e.g. for a KL explorer
+    ``"print(rlnb.viz.compute.gaussian_kl({value}, 1.0, 0.0, 1.0))"``."""
+    return Drive(widget=widget, slider=slider_name, observe=lambda s: s["values"][key],
+                 expected=lambda s, probe: float(probe(code.format(value=slider(s, slider_name)))), what=what)
+
+
 # --- the fixture: a clip explorer on the hand-made demo batch ---------------------------------------------
 
 def demo_high_clip_share(eps_high: float) -> float:

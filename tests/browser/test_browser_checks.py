@@ -9,7 +9,7 @@ import math
 
 import pytest
 from browser_checks import DESCRIBE, WIDGET_MIME, counts, parse_readout, problems
-from browser_drive import describe, open_notebook, run_all, shutdown_kernel, wait_idle
+from browser_drive import describe_settled, open_notebook, run_all, shutdown_kernel, wait_idle
 
 # --- the verdict, on page descriptions ---------------------------------------------------------------------
 
@@ -125,12 +125,15 @@ def test_checker_reports_widgets_that_fail_in_jupyterlab(lab, page):
     open_notebook(page, lab.url("lab/tree/fixtures/broken_widgets.ipynb"))
     assert run_all(page, timeout_s=120) == {"ok": True}  # the kernel sees no error: only the page can tell
     wait_idle(page, timeout_s=60)
-    cells = describe(page)
+    cells = describe_settled(page)
     shutdown_kernel(page)
     found = problems(cells)
-    assert [p.split(":")[0] for p in found] == ["cell 2", "cell 3", "cell 4"], found
+    assert [p.split(":")[0] for p in found] == ["cell 2", "cell 3", "cell 4", "cell 6"], found
     assert "failed to render" in found[0]      # NotInstalled(): its frontend module is missing
     assert "failed to render" in found[1]      # the same inside a VBox next to a fine slider
     assert "rendered empty" in found[2]        # an anywidget whose render() throws
+    assert "'Clip explorer' shows a readout but no figure" in found[3]  # its FigureWidget's render() throws
     assert any("render failed on purpose" in e for e in page.rlnb_errors)
-    assert counts(cells)["sliders"] == 2       # the slider beside the broken child, and the fine one
+    assert any("figure failed on purpose" in e for e in page.rlnb_errors)
+    # the slider beside the broken child, the fine one, and the clip explorer's (its controls did render)
+    assert counts(cells)["sliders"] >= 3 and counts(cells)["plots"] == 0

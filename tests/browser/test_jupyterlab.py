@@ -15,7 +15,7 @@ import time
 
 import pytest
 from browser_checks import counts, problems
-from browser_drive import describe, open_notebook, run_all, shutdown_kernel, wait_idle
+from browser_drive import describe, describe_settled, open_notebook, run_all, shutdown_kernel, wait_idle
 from browser_expect import EXPECT
 from browser_lab import NOTEBOOKS
 from browser_scenarios import check_drive, check_training, screenshot
@@ -58,7 +58,7 @@ def test_notebook_in_jupyterlab(lab, page, artifacts, folder, name):
     t_open = time.monotonic() - t0
     ran = run_all(page, timeout_s=expect.timeout_s if expect else 240)
     wait_idle(page, timeout_s=60)
-    cells = describe(page)
+    cells = describe_settled(page)
     failures = problems(cells) + [f"uncaught error in the page: {e}" for e in page.rlnb_errors]
     n_errors = len(page.rlnb_errors)
     if not ran.get("ok"):
