@@ -46,8 +46,11 @@ def lab(browser_requirements, tmp_path_factory):
     root = work / "root"
     stage(root, {"notebooks": NOTEBOOKS, "fixtures": FIXTURES})
     path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    # kernels use one thread, like the rest of the suite: on a shared 2-core machine small multi-threaded
+    # ops stall at thread barriers
     server = LabServer(root, work, env={"RLNB_SMOKE": "1", "PYTHONPATH": path, "HF_HUB_OFFLINE": "1",
-                                        "TOKENIZERS_PARALLELISM": "false", "OMP_WAIT_POLICY": "PASSIVE"})
+                                        "TOKENIZERS_PARALLELISM": "false", "OMP_WAIT_POLICY": "PASSIVE",
+                                        "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
     yield server
     server.stop()
 
