@@ -1,0 +1,139 @@
+"""What a person sees in a notebook, read from the page, and the verdict on it.
+
+Two halves, so that the verdict can be tested without a browser:
+- ``DESCRIBE`` (JavaScript, run in the page): every cell's outputs as plain data. The output *model*
+  (output type, stream name and text, error name) comes from JupyterLab's notebook model when the app is
+  there; what was *rendered* comes from the DOM of each ``.jp-OutputArea-child`` (one per model output):
+  error widgets, "Loading widget..." placeholders, empty views, sliders, plotly figures, rlnb readouts.
+- ``problems(cells)`` (Python): the list of things a person would call broken, as readable strings.
+
+Text checks read output areas and output models only, never cell sources (a cell may *mention* an error).
+"""
+
+from __future__ import annotations
+
+import re
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
+
+# (rootSelector) => Array<cell>; run as page.evaluate(DESCRIBE, ".jp-Notebook"). Reads JupyterLab's current
+# notebook; without JupyterLab's app (a static page) the element `rootSelector`, where each output element
+# stands for one output, a widget unless it carries data-mime-type.
+DESCRIBE = r"""
+(rootSelector) => {
+  const app = window.jupyterapp;
+  const panel = app && app.shell.currentWidget;
+  const root = (panel && panel.content && panel.content.node) || document.querySelector(rootSelector) || document;
+  const models = panel && panel.content && panel.content.widgets
+    ? panel.content.widgets.map(c => c.model.type === 'code' ? c.model.outputs.toJSON() : []) : null;
+  const all = (el, sel) => [...(el.matches(sel) ? [el] : []), ...el.querySelectorAll(sel)];  // el too
+  const text = (el) => (el.innerText || el.textContent || '').trim();
+  const visible = (el) => { const r = el.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
+  const plot = (el) => ({
+    traces: Array.isArray(el.data) ? el.data.length : 0,
+    points: Array.isArray(el.data) ? el.data.map(t => (t.x && t.x.length) || (t.y && t.y.length) || 0) : [],
+    names: Array.isArray(el.data) ? el.data.map(t => t.name || '') : [],
+    svg: !!el.querySelector('svg.main-svg'),
+    visible: visible(el),
+  });
+  const describe = (el) => ({
+    mime: el.getAttribute('data-mime-type'),
+    text: text(el).slice(0, 2000),
+    errorWidget: !!el.querySelector('.jupyter-widgets-error-widget') || /Error displaying widget/.test(text(el)),
+    loading: /Loading widget\.\.\./.test(text(el)),
+    empty: !text(el) && [...el.children].every(c => c.children.length === 0),
+    widgets: el.querySelectorAll('.jupyter-widgets').length,
+    sliders: [...el.querySelectorAll('.widget-slider')].filter(visible).map(s => {
+      const label = s.querySelector('.widget-label'); const ro = s.querySelector('.widget-readout');
+      return {name: label ? text(label) : '', value: ro ? text(ro) : ''}; }),
+    plots: all(el, '.js-plotly-plot').map(plot),
+    readouts: [...el.querySelectorAll('code.rlnb-readout')].map(text),
+    explorers: [...el.querySelectorAll('.widget-vbox')]
+      .filter(b => b.querySelector(':scope > .widget-html code.rlnb-readout'))
+      .map(b => ({title: text(b.querySelector(':scope > .widget-html b') ||
+                              b.querySelector(':scope > .widget-html code.rlnb-readout')).slice(0, 80),
+                  plots: b.querySelectorAll('.js-plotly-plot').length})),
+  });
+  const cells = [...root.querySelectorAll('.jp-Cell')];
+  return cells.map((cell, i) => {
+    const children = [...cell.querySelectorAll('.jp-OutputArea-child')];
+    const dom = children.map(c => c.querySelector('.jp-OutputArea-output')).map(o => o ? describe(o) : null);
+    const model = models ? (models[i] || []) : dom.map(d => ({output_type: 'display_data',
+      data: Object.fromEntries([[d && d.mime ? d.mime : 'application/vnd.jupyter.widget-view+json', '']])}));
+    const outputs = model.map((m, k) => ({
+      output_type: m.output_type, name: m.name || null,
+      text: (Array.isArray(m.text) ? m.text.join('') : (m.text || '')).slice(-4000),
+      ename: m.ename || null, evalue: m.evalue || null,
+      mimes: m.data ? Object.keys(m.data) : [], dom: dom[k] || null }));
+    return {index: i, kind: cell.classList.contains('jp-CodeCell') ? 'code' : 'other', outputs};
+  });
+}
+"""
+
+
+def is_widget(out: dict) -> bool:
+    return WIDGET_MIME in out.get("mimes", ())
+
+
+def _output_problems(cell: int, out: dict) -> list[str]:
+    where = f"cell {cell}"
+    if out["output_type"] == "error":
+        return [f"{where}: error output {out['ename']}: {out['evalue']}"]
+    if out["output_type"] == "stream" and out.get("name") == "stderr" and "Traceback" in out.get("text", ""):
+        return [f"{where}: traceback on stderr: {out['text'][-300:]!r}"]
+    dom = out.get("dom")
+    if not (is_widget(out) or PLOTLY_MIME in out.get("mimes", ())):
+        return []
+    kind = "widget" if is_widget(out) else "plotly figure"
+    if dom is None:
+        return [f"{where}: {kind} output has no rendered element"]
+    found = []
+    if dom["errorWidget"]:
+        found.append(f"{where}: widget failed to render ({dom['text'][:120]!r})")
+    if dom["loading"]:
+        found.append(f"{where}: widget still shows 'Loading widget...'")
+    if dom["empty"] and not dom["errorWidget"]:
+        found.append(f"{where}: {kind} rendered empty")
+    for k, p in enumerate(dom["plots"]):
+        if not (p["svg"] and p["traces"] > 0):
+            found.append(f"{where}: plotly figure {k} has no drawing ({p['traces']} traces, svg={p['svg']})")
+    for ex in dom["explorers"]:
+        if ex["plots"] == 0:
+            found.append(f"{where}: {ex['title']!r} shows a readout but no figure")
+    return found
+
+
+def problems(cells: list[dict]) -> list[str]:
+    """Everything broken in a described notebook: error outputs, tracebacks on stderr, and widget or
+    figure outputs that did not render (error widget, still loading, empty, a figure without a drawing,
+    an explorer without its figure)."""
+    return [p for c in cells for out in c["outputs"] for p in _output_problems(c["index"], out)]
+
+
+def counts(cells: list[dict]) -> dict[str, int]:
+    """How many rendered (visible) sliders, plotly figures (with a drawing) and widget outputs the page shows."""
+    doms = [o["dom"] for c in cells for o in c["outputs"] if o.get("dom")]
+    return {"sliders": sum(len(d["sliders"]) for d in doms),
+            "plots": sum(sum(p["svg"] and p["traces"] > 0 for p in d["plots"]) for d in doms),
+            "widgets": sum(is_widget(o) for c in cells for o in c["outputs"])}
+
+
+def stream_text(cell: dict, name: str = "stdout") -> str:
+    return "".join(o["text"] for o in cell["outputs"] if o["output_type"] == "stream" and o["name"] == name)
+
+
+READOUT_ITEM = re.compile(r"\s*(.+?)\s*=\s*(\S+)\s*$")
+
+
+def parse_readout(text: str) -> dict[str, float | str]:
+    """``"a = 0.1000 · b = 3"`` -> ``{"a": 0.1, "b": 3.0}`` (values that are not numbers stay strings)."""
+    out: dict[str, float | str] = {}
+    for part in text.split("·"):
+        m = READOUT_ITEM.match(part)
+        if m:
+            try:
+                out[m.group(1)] = float(m.group(2))
+            except ValueError:
+                out[m.group(1)] = m.group(2)
+    return out

@@ -1,0 +1,153 @@
+"""What each notebook must show in JupyterLab, and the slider the browser test moves in it.
+
+Every notebook in ``notebooks/`` needs an entry in ``EXPECT`` (the test fails and lists what the page shows
+when one is missing). An entry names the main widget (screenshotted), the least number of rendered sliders
+and plotly figures, and either a ``Drive`` (one slider moved with the keyboard, with an oracle for what the
+widget must then show) or the reason there is nothing to drive. ``Training`` adds the live-dashboard and
+interrupt check of the start-here notebook.
+
+Oracles compute what the widget must show *independently of the widget*: by hand from the data (the
+fixture's clip explorer) or by asking the kernel for the library's numbers on the notebook's own data
+(``probe(code)`` returns the stdout of ``code`` run in the notebook's kernel, outside any cell).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+ARROWS = ("ArrowRight", "ArrowRight", "ArrowRight", "ArrowLeft")  # net +2 steps, both directions used
+
+
+@dataclass(frozen=True)
+class Drive:
+    """Move slider ``slider`` of widget ``widget`` (an explorer's title) with ``keys``. ``observe(state)``
+    reads what the widget shows (``state``: ``readout``, ``values`` (parsed readout), ``title`` and
+    ``traces`` of its figure, ``sliders``: name -> displayed value); it must change, and equal
+    ``expected(state, probe)`` (numbers within ``tol``)."""
+
+    widget: str
+    slider: str
+    observe: Callable[[dict], object]
+    expected: Callable[[dict, Callable[[str], str]], object]
+    what: str
+    keys: tuple[str, ...] = ARROWS
+    tol: float = 6e-5  # readouts print 4 decimals
+
+
+@dataclass(frozen=True)
+class Training:
+    """Append ``code`` (a long training run), watch the dashboard (readout starting with ``dashboard``)
+    gain ``min_new_points`` points on trace ``trace`` while the cell runs, interrupt the kernel, expect the
+    clean-stop message and no traceback, then append ``after`` and expect its output to match."""
+
+    code: str
+    after: str
+    after_expect: str  # a format string of the step count the interrupt left, e.g. "after: {step}"
+    dashboard: str = "step"
+    trace: str = "reward"
+    min_new_points: int = 2
+
+
+@dataclass(frozen=True)
+class Expect:
+    main: str | None            # widget to screenshot (explorer title or readout prefix); None: first figure
+    min_sliders: int = 0
+    min_plots: int = 0
+    drive: Drive | None = None
+    no_drive: str = ""          # why there is no slider to drive (required when drive is None)
+    training: Training | None = None
+    timeout_s: float = 240      # run-all in smoke mode
+
+
+def close(a, b, tol: float) -> bool:
+    """Equal, with numbers (also inside tuples and lists) within ``tol``."""
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(close(x, y, tol) for x, y in zip(a, b))
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return math.isclose(a, b, abs_tol=tol)
+    return a == b
+
+
+def trace(state: dict, name: str) -> dict:
+    for t in state["traces"]:
+        if t["name"] == name:
+            return t
+    raise KeyError(f"no trace {name!r} in the widget's figure; traces: {[t['name'] for t in state['traces']]}")
+
+
+def slider(state: dict, name: str) -> float:
+    """A slider's value as the page displays it."""
+    return float(state["sliders"][name])
+
+
+def readout_probe(widget: str, slider_name: str, key: str, code: str, what: str) -> Drive:
+    """The common case in one line: move ``slider_name``; readout ``key`` must equal the number that
+    ``code`` prints in the notebook's kernel. ``code`` is a format string of ``value`` (the slider's value
+    as displayed) that calls the library on the notebook's own objects, e.g. for a KL explorer
+    ``"print(rlnb.viz.compute.gaussian_kl({value}, 1.0, 0.0, 1.0))"``."""
+    return Drive(widget=widget, slider=slider_name, observe=lambda s: s["values"][key],
+                 expected=lambda s, probe: float(probe(code.format(value=slider(s, slider_name)))), what=what)
+
+
+# --- the fixture: a clip explorer on the hand-made demo batch ---------------------------------------------
+
+def demo_high_clip_share(eps_high: float) -> float:
+    """PPO-clip's high clip share on ``rlnb.viz.demo``'s batch, by its definition: tokens with A > 0 and
+    rho > 1 + eps_high, over the tokens in the loss."""
+    from rlnb.viz.demo import demo_record
+
+    rec = demo_record()
+    m = rec.batch.mask.bool()                                            # (B, T)
+    adv = rec.batch.adv[:, None].expand_as(m)                            # (B, T)
+    high = (rec.stats.ratio > 1 + eps_high) & (adv > 0) & m
+    return int(high.sum()) / int(m.sum())
+
+
+CLIP_EPS_HIGH = Drive(
+    widget="Clip explorer", slider="eps_high",
+    observe=lambda s: (s["values"]["clip_ratio/high_mean"], max(trace(s, "objective A>0")["y"])),
+    # for A > 0 the clipped objective min(rho A, clip(rho) A) plateaus at (1 + eps_high) A
+    expected=lambda s, probe: (demo_high_clip_share(slider(s, "eps_high")),
+                               (1 + slider(s, "eps_high")) * slider(s, "A")),
+    what="high clip share of the demo batch and the A>0 objective's plateau (1 + eps_high) A")
+
+
+# --- the start-here notebook: token X-ray and dashboard ---------------------------------------------------
+
+XRAY_PROBE = """import json as _j
+_r = trainer.records[-1]; _G = _r.batch.group_size
+print(_j.dumps([f"{{_r.batch.prompts[{g} * _G]}} -> {{_r.batch.answers[{g} * _G]}}", float(_r.batch.adv[{g} * _G])]))"""
+
+XRAY_GROUP = Drive(
+    widget="Token X-ray", slider="group",
+    observe=lambda s: (s["title"].split(": ", 1)[-1], s["values"]["A_0"]),
+    expected=lambda s, probe: tuple(json.loads(probe(XRAY_PROBE.format(g=int(slider(s, "group")))))),
+    what="the group's prompt -> answer in the figure title and its first advantage A_0 (trainer.records[-1])")
+
+# --- 01: the entropy view -----------------------------------------------------------------------------------
+
+ENTROPY_TARGET = Drive(
+    widget="Entropy view", slider="target",
+    observe=lambda s: (sorted(set(trace(s, "target")["y"])), s["values"]["steps below target"]),
+    expected=lambda s, probe: ([slider(s, "target")], float(probe(
+        f"print(sum(h['entropy'] < {slider(s, 'target')!r} for h in trainer.history))"))),
+    what="the target line's height and the number of steps in trainer.history below it")
+
+START_HERE_TRAINING = Training(code="dash.run(trainer, 400)",
+                               after='print("after the interrupt:", trainer.step_count)',
+                               after_expect="after the interrupt: {step}")
+
+EXPECT: dict[str, Expect] = {
+    # fixtures (tests/browser/fixtures), always run
+    "widgets.ipynb": Expect(main="Clip explorer", min_sliders=5, min_plots=2, drive=CLIP_EPS_HIGH,
+                            training=Training(code="dash.run(trainer, 400, progress=False)",
+                                              after="print('after:', trainer.step_count)",
+                                              after_expect="after: {step}"), timeout_s=120),
+    # the curriculum (notebooks/)
+    "00_start_here.ipynb": Expect(main="step", min_sliders=2, min_plots=2, drive=XRAY_GROUP,
+                                  training=START_HERE_TRAINING),
+    "01_sampling_and_groups.ipynb": Expect(main="Entropy view", min_sliders=1, min_plots=3, drive=ENTROPY_TARGET),
+}
