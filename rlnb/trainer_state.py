@@ -128,21 +128,28 @@ class TrainerStateMixin:
         target = self._run_target
         hooks = [cb for cb in callbacks if hasattr(cb, "on_stage")]
         bar = tqdm(total=target, initial=self.step_count, disable=not progress, desc=f"{self.recipe.name}")
+        notified = self.step_count  # the last step the callbacks have seen
         try:
             while self.step_count < target:
                 record = self.step(callbacks=hooks)
                 bar.update(1)
                 bar.set_postfix(reward=f"{record.metrics['reward']:.3f}", refresh=False)
-                for cb in callbacks:
-                    if callable(cb):
-                        cb(self, record)
+                notified = self._notify(callbacks, record)
             self._run_target = None
         except KeyboardInterrupt:
+            if self.step_count > notified and self.records:  # Ctrl-C held during an update fires after
+                self._notify(callbacks, self.records[-1])     # the step is recorded: report that step too
             print(f"Interrupted after step {self.step_count}; state is intact. Call run() to finish "
                   f"the remaining {target - self.step_count} steps.")
         finally:
             bar.close()
         return self.history
+
+    def _notify(self, callbacks, record) -> int:
+        for cb in callbacks:
+            if callable(cb):
+                cb(self, record)
+        return self.step_count
 
     # --- checkpoints --------------------------------------------------------------------------
     def save(self, directory) -> Path:

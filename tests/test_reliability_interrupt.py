@@ -179,3 +179,20 @@ def test_checkpoints_are_atomic(tmp_path, monkeypatch):
     t.save(ck)                                                      # the next save tidies up
     assert rlnb.Trainer.load(ck).step_count == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ck"]
+
+
+def test_callbacks_see_the_step_a_held_interrupt_completed():
+    """Ctrl-C during an update fires right after the step is recorded: callbacks (dashboards, the CLI's
+    metrics writer) must still be told about that step."""
+    t = rlnb.Trainer.tiny("grpo", **SMALL)
+    update = t.updater.step
+
+    def interrupted(batch):
+        if t.step_count == 1:
+            os.kill(os.getpid(), signal.SIGINT)      # held until step 2 is recorded
+        return update(batch)
+
+    t.updater.step = interrupted
+    seen = []
+    t.run(STEPS, callbacks=[lambda trainer, record: seen.append(record.metrics["step"])], progress=False)
+    assert t.step_count == 2 and seen == [1, 2]
