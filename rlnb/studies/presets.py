@@ -68,8 +68,8 @@ def entropy_collapse(*, smoke: bool | None = None) -> Study:
         "none": {},
         "clip-higher": {"eps_high": 0.28},
         "bonus": {"entropy_coef": 0.01},
-        "thermostat": {"entropy_target": 0.5, "entropy_coef": 0.0, "entropy_coef_delta": 0.005,
-                       "entropy_coef_max": 0.1},
+        "thermostat": {"entropy_target": 0.45, "entropy_coef": 0.0, "entropy_coef_delta": 0.002,
+                       "entropy_coef_max": 0.05},
     }
     common = dict(task="countdown", num_mini_batches=4, lr=2e-4)
     size = _size(sm, dict(seeds=SEEDS, steps=50, eval_every=25, **EVAL),
@@ -84,8 +84,8 @@ def beta(*, smoke: bool | None = None) -> Study:
     """The KL coefficient beta: too large slows learning, zero lets the policy drift from the reference.
     Every arm measures the exact KL to its starting model (``kl_to_init``), beta = 0 included."""
     sm = is_smoke(smoke)
-    arms = {"beta=0": {"beta": 0.0}, "beta=0.04": {"beta": 0.04}, "beta=1": {"beta": 1.0}}
-    size = _size(sm, dict(seeds=SEEDS, steps=60, eval_every=30, **EVAL),
+    arms = {"beta=0": {"beta": 0.0}, "beta=0.04": {"beta": 0.04}, "beta=0.5": {"beta": 0.5}}
+    size = _size(sm, dict(seeds=SEEDS, steps=30, eval_every=15, **EVAL),
                  dict(seeds=(0,), steps=3, eval_every=0, **SMOKE, **SMOKE_EVAL))
     return Study("beta", "large beta slows learning; beta = 0 drifts furthest from the reference", arms,
                  {"task": "add", "kl_to_init": True, **size},
@@ -102,7 +102,7 @@ def length_bias(*, smoke: bool | None = None) -> Study:
     arms = {"seq-mean-token-mean": {"aggregation": "seq-mean-token-mean"},
             "token-mean": {"aggregation": "token-mean"},
             "seq-mean-token-sum-norm": {"aggregation": "seq-mean-token-sum-norm"}}
-    size = _size(sm, dict(seeds=SEEDS, steps=60, eval_every=0, **EVAL),
+    size = _size(sm, dict(seeds=SEEDS, steps=30, eval_every=0, **EVAL),
                  dict(seeds=(0,), steps=3, eval_every=0, **SMOKE, **SMOKE_EVAL))
     return Study("length_bias", "seq-mean-token-mean makes wrong answers longer", arms, {"task": "add", **size},
                  ("start:completions/mean_length_wrong", "final:completions/mean_length_wrong",
@@ -116,7 +116,7 @@ def dynamic_sampling(*, smoke: bool | None = None) -> Study:
     drawn) and per sample budget (``match_samples``: both arms sample the same number of completions)."""
     sm = is_smoke(smoke)
     arms = {"grpo": {}, "grpo+dynamic-sampling": {"filters": ("dynamic_sampling",), "max_gen_rounds": 3}}
-    size = _size(sm, dict(seeds=SEEDS, steps=50, eval_every=25, **EVAL),
+    size = _size(sm, dict(seeds=SEEDS, steps=30, eval_every=15, **EVAL),
                  dict(seeds=(0,), steps=3, eval_every=0, **SMOKE, **SMOKE_EVAL))
     return Study("dynamic_sampling", "dynamic sampling removes zero-signal groups from the update, at the "
                  "price of more samples per step", arms, {"task": "add", "match_samples": True, **size},
@@ -139,7 +139,7 @@ def dapo_ablation(*, smoke: bool | None = None) -> Study:
         "dapo": {"recipe": "dapo"},
     }
     common = dict(task="add", num_mini_batches=2, max_new_tokens=40, match_samples=True)
-    size = _size(sm, dict(seeds=SEEDS, steps=40, eval_every=20, **EVAL),
+    size = _size(sm, dict(seeds=SEEDS, steps=30, eval_every=15, **EVAL),
                  dict(seeds=(0,), steps=2, eval_every=0, **SMOKE, **SMOKE_EVAL))
     return Study("dapo_ablation", "DAPO vs each of its four changes alone", arms, {**common, **size},
                  ("change:eval/greedy/pass@1", "change:eval/sampled/pass@1", "final:entropy",
@@ -151,7 +151,7 @@ def maxrl_vs_grpo(*, smoke: bool | None = None) -> Study:
     weighs it by (1 - p)/std. After training: sampled pass@1 and pass@8 on held-out prompts."""
     sm = is_smoke(smoke)
     arms = {"grpo": {"recipe": "grpo"}, "maxrl": {"recipe": "maxrl"}}
-    size = _size(sm, dict(seeds=SEEDS, steps=60, eval_every=30, **EVAL),
+    size = _size(sm, dict(seeds=SEEDS, steps=40, eval_every=20, **EVAL),
                  dict(seeds=(0,), steps=3, eval_every=0, **SMOKE, **SMOKE_EVAL))
     return Study("maxrl_vs_grpo", "MaxRL keeps pass@k higher than GRPO for a similar pass@1", arms,
                  {"task": "add", **size},
