@@ -18,7 +18,7 @@ from rlnb.studies.runner import StudyResult, run_study
 SEEDS = (0, 1, 2)
 SMOKE = dict(prompts_per_step=4, num_generations=4)
 EVAL = dict(eval_n=200, eval_sampled_n=100, eval_k=8)
-SMOKE_EVAL = dict(eval_n=16, eval_sampled_n=8, eval_k=4)
+SMOKE_EVAL = dict(eval_n=16, eval_sampled_n=4, eval_k=8)
 
 
 def is_smoke(smoke: bool | None = None) -> bool:
