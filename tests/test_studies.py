@@ -55,6 +55,9 @@ def test_match_samples_counts_every_generation_round():
     rounds = [h.get("gen_rounds", 1) for h in hist]
     assert [h["samples"] for h in hist] == [4 * sum(rounds[: i + 1]) for i in range(len(hist))]
     assert hist[-1]["samples"] >= 2 * 4 and (len(hist) == 1 or hist[-2]["samples"] < 2 * 4)
+    for h in hist:  # the update holds at most P groups, and with dynamic sampling only groups with signal
+        assert h["groups"] <= 2 and h["groups_with_signal"] <= h["groups"]
+        assert h["frac_reward_zero_std"] == 0.0 or h["groups_with_signal"] == 0
 
 
 def test_run_study_rejects_bad_input():
@@ -141,6 +144,8 @@ def test_json_round_trip_and_merge(tmp_path):
     res.to_json(tmp_path / "r.json")
     back = StudyResult.from_json(tmp_path / "r.json")
     assert StudyResult.from_json(res.to_json()).config == res.config
+    rounded = StudyResult.from_json(res.to_json(digits=1))
+    assert rounded.run("a", 1).history[1]["entropy"] == 0.9 and rounded.run("a", 0).history[2]["entropy"] == 0.6
     assert [(r.arm, r.seed, r.history, r.evals) for r in back.runs] == [(r.arm, r.seed, r.history, r.evals) for r in res.runs]
     assert back.config == res.config
     a = StudyResult([r for r in res.runs if r.arm == "a"], {"name": "x", "arms": {"a": {}}, "seeds": [0, 1]})
@@ -156,8 +161,7 @@ def test_presets_are_valid_recipes_in_both_sizes(name):
         st = studies.get(name, smoke=smoke)
         assert st.smoke is smoke and st.arms
         common = {k: v for k, v in st.settings.items() if k in rlnb.Recipe.field_docs()}
-        for arm, over in st.arms.items():
-            over = dict(over)
+        for over in map(dict, st.arms.values()):
             rlnb.recipes.get(over.pop("recipe", "grpo"), **{**common, **over})   # unknown fields would raise
         if smoke and name != "group_size":
             assert st.settings["prompts_per_step"] == 4 and st.settings["num_generations"] == 4

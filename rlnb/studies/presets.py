@@ -116,12 +116,12 @@ def dynamic_sampling(*, smoke: bool | None = None) -> Study:
     drawn) and per sample budget (``match_samples``: both arms sample the same number of completions)."""
     sm = is_smoke(smoke)
     arms = {"grpo": {}, "grpo+dynamic-sampling": {"filters": ("dynamic_sampling",), "max_gen_rounds": 3}}
-    size = _size(sm, dict(seeds=SEEDS, steps=30, eval_every=15, **EVAL),
+    size = _size(sm, dict(seeds=SEEDS, steps=30, eval_every=5, **EVAL),
                  dict(seeds=(0,), steps=3, eval_every=0, **SMOKE, **SMOKE_EVAL))
     return Study("dynamic_sampling", "dynamic sampling removes zero-signal groups from the update, at the "
                  "price of more samples per step", arms, {"task": "add", "match_samples": True, **size},
                  ("mean:frac_reward_zero_std", "mean:frac_reward_zero_std_sampled", "mean:gen_rounds",
-                  "max:step", "change:eval/greedy/pass@1"), sm)
+                  "mean:groups_with_signal", "max:step", "change:eval/greedy/pass@1", "change:eval/sampled/pass@1"), sm)
 
 
 def dapo_ablation(*, smoke: bool | None = None) -> Study:

@@ -24,7 +24,9 @@ from rlnb.studies.summary import Stat, Table, reduce_run, series
 
 @dataclass
 class RunResult:
-    """One (arm, seed) run: per-step metrics (with cumulative ``samples`` and ``wall_s``) and evaluations."""
+    """One (arm, seed) run: per-step metrics and evaluations. Besides the Trainer's metrics, each step
+    records the cumulative ``samples`` and ``wall_s``, and ``groups`` / ``groups_with_signal``: the
+    groups in the update and those whose rewards are not all equal (GRPO's effective signal)."""
 
     arm: str
     seed: int
@@ -80,7 +82,10 @@ def run_one(arm: str, overrides: dict, *, task, seed: int, steps: int, base_reci
         rec = trainer.step()
         res.wall_s += time.perf_counter() - t0
         samples += int(rec.metrics.get("gen_rounds", 1)) * per_step
-        res.history.append({**_scalars(rec.metrics), "samples": samples, "wall_s": round(res.wall_s, 4)})
+        groups = rec.batch.P  # groups in the update (dynamic sampling may bring fewer than P)
+        signal = round(groups * (1 - rec.metrics["frac_reward_zero_std"]))
+        res.history.append({**_scalars(rec.metrics), "samples": samples, "wall_s": round(res.wall_s, 4),
+                            "groups": groups, "groups_with_signal": signal})
         if on_step is not None:
             on_step(rec)
         if evaluating and eval_every and samples >= next_eval:
@@ -198,8 +203,10 @@ class StudyResult:
         return series(r.history, r.evals, metric)
 
     # --- persistence ----------------------------------------------------------------------------
-    def to_json(self, path=None) -> str:
-        text = json.dumps({"config": self.config, "runs": [asdict(r) for r in self.runs]})
+    def to_json(self, path=None, *, digits: int | None = None) -> str:
+        """The config and every run as JSON (written to ``path`` if given); ``digits`` rounds floats."""
+        data = {"config": self.config, "runs": [asdict(r) for r in self.runs]}
+        text = json.dumps(_round(data, digits) if digits is not None else data)
         if path is not None:
             Path(path).write_text(text)
         return text
@@ -225,6 +232,16 @@ class StudyResult:
 
     def __repr__(self) -> str:
         return f"StudyResult({self.config.get('name')!r}, arms={self.arms}, seeds={self.seeds})"
+
+
+def _round(obj, digits: int):
+    if isinstance(obj, float):
+        return round(obj, digits)
+    if isinstance(obj, dict):
+        return {k: _round(v, digits) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_round(v, digits) for v in obj]
+    return obj
 
 
 def _smooth(values: list[float], w: int) -> list[float]:
