@@ -212,6 +212,19 @@ def test_zero_std_share_matches_its_prediction_on_bernoulli_draws():
         zero_std_share(correct, 5)
 
 
+def test_bigger_nested_groups_never_have_more_zero_signal_or_a_noisier_baseline():
+    """Groups of 4 are unions of two consecutive groups of 2: if a 4-group is all equal, so are both
+    halves, and its mean is the average of theirs (so its squared error is at most their mean)."""
+    from rlnb.studies.probes import baseline_error
+
+    g = torch.Generator().manual_seed(1)
+    for _ in range(20):
+        correct = torch.rand(6, 16, generator=g) < torch.rand(6, 1, generator=g)
+        zs = [zero_std_share(correct, G) for G in (2, 4, 8, 16)]
+        be = [baseline_error(correct, G) for G in (2, 4, 8, 16)]
+        assert zs == sorted(zs, reverse=True) and be == sorted(be, reverse=True) and be[-1] == 0.0
+
+
 def test_group_size_study_rows():
     res = studies.group_size_study(task="countdown", G_values=(2, 4), n_prompts=4, samples_per_prompt=4, timing_steps=0)
     assert [r["G"] for r in res.rows] == [2, 4]

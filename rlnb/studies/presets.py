@@ -76,8 +76,8 @@ def entropy_collapse(*, smoke: bool | None = None) -> Study:
                  dict(seeds=(0,), steps=3, eval_every=0, **SMOKE, **SMOKE_EVAL))
     return Study("entropy_collapse", "several updates per batch at a high lr collapse entropy; countermeasures "
                  "keep it higher", arms, {**common, **size},
-                 ("start:entropy", "final:entropy", "final:frac_reward_zero_std", "change:eval/greedy/pass@1",
-                  "change:eval/sampled/pass@8", "final:clip_ratio/region_mean"), sm)
+                 ("start:entropy", "final:entropy", "change:entropy", "change:eval/sampled/pass@8",
+                  "change:eval/greedy/pass@1", "change:eval/sampled/pass@1", "final:clip_ratio/region_mean"), sm)
 
 
 def beta(*, smoke: bool | None = None) -> Study:
@@ -89,8 +89,8 @@ def beta(*, smoke: bool | None = None) -> Study:
                  dict(seeds=(0,), steps=3, eval_every=0, **SMOKE, **SMOKE_EVAL))
     return Study("beta", "large beta slows learning; beta = 0 drifts furthest from the reference", arms,
                  {"task": "add", "kl_to_init": True, **size},
-                 ("final:eval/kl_to_init", "change:eval/greedy/pass@1", "change:eval/sampled/pass@1",
-                  "change:reward", "final:kl"), sm)
+                 ("final:eval/kl_to_init", "change:eval/sampled/pass@1", "change:reward",
+                  "change:eval/greedy/pass@1", "final:entropy"), sm)
 
 
 def length_bias(*, smoke: bool | None = None) -> Study:
@@ -105,9 +105,9 @@ def length_bias(*, smoke: bool | None = None) -> Study:
     size = _size(sm, dict(seeds=SEEDS, steps=30, eval_every=0, **EVAL),
                  dict(seeds=(0,), steps=3, eval_every=0, **SMOKE, **SMOKE_EVAL))
     return Study("length_bias", "seq-mean-token-mean makes wrong answers longer", arms, {"task": "add", **size},
-                 ("start:completions/mean_length_wrong", "final:completions/mean_length_wrong",
-                  "change:completions/mean_length_wrong", "change:completions/mean_length_correct",
-                  "change:eval/greedy/pass@1"), sm)
+                 ("start:completions/mean_length_wrong", "mean:completions/mean_length_wrong",
+                  "final:completions/mean_length_wrong", "final:completions/mean_length_correct",
+                  "change:eval/greedy/pass@1", "change:eval/sampled/pass@1"), sm)
 
 
 def dynamic_sampling(*, smoke: bool | None = None) -> Study:
