@@ -61,8 +61,8 @@ class ScalingFit:
 def sigmoid_curve(C: torch.Tensor, *, A, B, C_mid, R0) -> torch.Tensor:
     """R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B), with R(0) = R0; tensors or floats broadcast.
 
-    >>> sigmoid_curve(torch.tensor([50.0, 100.0]), A=1.0, B=1.0, C_mid=100.0, R0=0.0)
-    tensor([0.3333, 0.5000])
+    >>> [round(v, 6) for v in sigmoid_curve(torch.tensor([50.0, 100.0]), A=1.0, B=1.0, C_mid=100.0, R0=0.0).tolist()]
+    [0.333333, 0.5]
     """
     C = torch.as_tensor(C, dtype=torch.float64)
     B, C_mid = torch.as_tensor(B, dtype=torch.float64), torch.as_tensor(C_mid, dtype=torch.float64)
