@@ -45,6 +45,19 @@ class ScalingFit:
     R0: float
     mse: float     # mean squared error of the fit on the points with C > 0
     n: int         # number of points fitted
+    upper: float = 1.0  # the bound A was fitted under
+    C_max: float = math.inf  # the largest compute among the fitted points
+
+    @property
+    def A_at_bound(self) -> bool:
+        """True when A sits at its bound: the points show no bend, so the asymptote is not determined."""
+        return self.A > self.upper - 1e-3 * max(abs(self.upper - self.R0), 1e-9)
+
+    @property
+    def extrapolated(self) -> bool:
+        """True when the asymptote is a guess: A at its bound, or the midpoint C_mid beyond the data
+        (less than half of the gain A - R0 was observed)."""
+        return self.A_at_bound or self.C_mid > self.C_max
 
     def __call__(self, compute) -> list[float]:
         c = torch.as_tensor(compute, dtype=torch.float64).reshape(-1)
@@ -156,7 +169,8 @@ def _fit_from(logc, c, r, *, r0, upper, c0, b0, max_iter) -> ScalingFit:
         mse = float(loss())
     if not math.isfinite(mse):
         mse = math.inf
-    return ScalingFit(A=float(A), B=float(B), C_mid=float(C_mid), R0=float(R0), mse=mse, n=int(c.numel()))
+    return ScalingFit(A=float(A), B=float(B), C_mid=float(C_mid), R0=float(R0), mse=mse, n=int(c.numel()),
+                      upper=float(upper), C_max=float(c.max()))
 
 
 def _clip01(x: float) -> float:
@@ -164,13 +178,21 @@ def _clip01(x: float) -> float:
 
 
 def fit_study(result, metric: str = "eval/greedy/pass@1", *, x: str = "samples", upper: float = 1.0) -> dict:
-    """One ``ScalingFit`` per arm of a ``StudyResult``, on every seed's (x, metric) points pooled
-    (evaluations at step 0 fix R0). Arms with fewer than 3 points past zero compute are skipped."""
+    """One ``ScalingFit`` per arm of a ``StudyResult``, on every seed's (x, metric) points pooled.
+
+    ``eval/...`` metrics: each evaluation at its own x (the one at step 0 fixes R0). Training metrics
+    (``reward`` ...): step t's batch was sampled by the policy trained on the steps before it, so its
+    point sits at the previous step's x (0 for step 1, which then fixes R0). Arms with fewer than 3
+    points past zero compute are skipped."""
     out = {}
-    key = metric[5:] if metric.startswith("eval/") else metric
+    is_eval = metric.startswith("eval/")
+    key = metric[5:] if is_eval else metric
     for arm in result.arms:
-        pts = [(float(row[x]), float(row[key])) for run in result.runs if run.arm == arm
-               for row in (run.evals if metric.startswith("eval/") else run.history) if row.get(key) is not None]
+        pts = []
+        for run in (r for r in result.runs if r.arm == arm):
+            rows = run.evals if is_eval else run.history
+            xs = [float(row[x]) for row in rows] if is_eval else [0.0] + [float(row[x]) for row in rows[:-1]]
+            pts += [(cx, float(row[key])) for cx, row in zip(xs, rows) if row.get(key) is not None]
         if sum(1 for cx, _ in pts if cx > 0) >= 3:
             out[arm] = fit_sigmoid([p[0] for p in pts], [p[1] for p in pts], upper=upper)
     return out

@@ -6,8 +6,9 @@
 Every recipe samples steps * P * G completions (recipes that resample, like DAPO, take fewer steps).
 Columns: held-out greedy pass@1 and sampled pass@1 / pass@k at the end (mean ± std over seeds, change
 from the start in brackets), final token entropy, training wall time (evaluations excluded; the machine
-may be shared, so wall times are noisy), and ScaleRL's fitted asymptote A and efficiency B of greedy
-pass@1 against samples (rlnb.scaling; every seed's evaluations pooled, R0 fixed by the step-0 value).
+may be shared, so wall times are noisy), and ScaleRL's fitted asymptote A and efficiency B of held-out
+sampled pass@1 (the expected reward, what the paper fits) against samples (rlnb.scaling; every seed's
+evaluations pooled, R0 fixed by the step-0 value; ``--fit-metric`` picks another).
 """
 
 from __future__ import annotations
@@ -38,13 +39,14 @@ def parse_args(argv=None):
     p.add_argument("--k", type=int, default=8, help="k of pass@k")
     p.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a shared machine)")
     p.add_argument("--out", default="bench_recipes.json", help="JSON written after every run")
+    p.add_argument("--fit-metric", default="eval/sampled/pass@1", help="the curve ScaleRL's fit is fitted to")
     p.add_argument("--from-json", default=None, help="print the table of a saved result and exit")
     return p.parse_args(argv)
 
 
-def table(res: StudyResult) -> str:
+def table(res: StudyResult, fit_metric: str = "eval/sampled/pass@1") -> str:
     k = res.config.get("eval_k", 8)
-    fits = fit_study(res, "eval/greedy/pass@1", x="samples")
+    fits = fit_study(res, fit_metric, x="samples")
     head = ["recipe", "greedy pass@1", "sampled pass@1", f"pass@{k}", "entropy", "train s", "A", "B"]
     lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     for arm in res.arms:
@@ -55,15 +57,18 @@ def table(res: StudyResult) -> str:
         cells.append(f"{res.value(arm, 'final:entropy').mean:.3f}")
         cells.append(f"{sum(r.wall_s for r in res.runs if r.arm == arm) / len(res.seeds):.0f}")
         fit = fits.get(arm)
-        cells += [f"{fit.A:.3f}", f"{fit.B:.2f}"] if fit else ["-", "-"]
+        cells += [f"{fit.A:.3f}{'*' if fit.extrapolated else ''}", f"{fit.B:.2f}"] if fit else ["-", "-"]
         lines.append("| " + " | ".join(cells) + " |")
+    if any(f.extrapolated for f in fits.values()):
+        lines.append("\n\\* extrapolated: A at its bound 1.0 or C_mid beyond the last point (less than half of the "
+                     "gain observed), so the asymptote is not determined by the data.")
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.from_json:
-        print(table(StudyResult.from_json(args.from_json)))
+        print(table(StudyResult.from_json(args.from_json), args.fit_metric))
         return 0
     torch.set_num_threads(args.threads)
     names = recipes.names() if args.recipes == "all" else args.recipes.split(",")
@@ -84,7 +89,7 @@ def main(argv=None) -> int:
                               load_avg=os.getloadavg())
             res.to_json(args.out)
             print(f"{name} seed {seed}: {time.time() - t1:.0f} s", file=sys.stderr, flush=True)
-    print(table(StudyResult.from_json(args.out)))
+    print(table(StudyResult.from_json(args.out), args.fit_metric))
     print(f"\n{len(names)} recipes x {len(seeds)} seeds, {args.steps} steps' worth of samples each, "
           f"{time.time() - t0:.0f} s in all; JSON in {args.out}")
     return 0

@@ -49,7 +49,19 @@ def test_fit_with_free_r0_and_given_r0():
 def test_fit_is_bounded_by_upper():
     C, R = noisy_points(0.7, 1.5, 3000.0, 0.15)
     fit = fit_sigmoid(C, R, r0=0.15, upper=0.6)   # the data want 0.7; the bound holds
-    assert 0.15 < fit.A <= 0.6
+    assert 0.15 < fit.A <= 0.6 and fit.A_at_bound and fit.extrapolated
+    good = fit_sigmoid(C, R, r0=0.15)                 # C from 10 to 1e5 around C_mid = 3000
+    assert not good.A_at_bound and not good.extrapolated and good.C_max == pytest.approx(1e5)
+    early = fit_sigmoid(C[:18], R[:18], r0=0.15)      # only up to C = 2200 < C_mid: the bend is not seen
+    assert early.extrapolated
+
+
+def test_fit_study_on_training_metrics_shifts_compute_by_one_step():
+    # step t's reward was sampled before update t: its point is at the samples of steps < t
+    hist = [{"samples": 10 * (i + 1), "reward": 0.1 + 0.01 * i} for i in range(6)]
+    res = StudyResult([RunResult("a", 0, hist, [])], {"name": "t"})
+    fit = fit_study(res, "reward")["a"]
+    assert fit.R0 == pytest.approx(0.1) and fit.n == 5        # step 1 sits at C = 0 and fixes R0
 
 
 def test_fit_rejects_bad_input():

@@ -144,6 +144,8 @@ def test_json_round_trip_and_merge(tmp_path):
     res.to_json(tmp_path / "r.json")
     back = StudyResult.from_json(tmp_path / "r.json")
     assert StudyResult.from_json(res.to_json()).config == res.config
+    res.to_json(tmp_path / "r.json.gz")
+    assert StudyResult.from_json(tmp_path / "r.json.gz").runs[3].history == res.runs[3].history
     rounded = StudyResult.from_json(res.to_json(digits=1))
     assert rounded.run("a", 1).history[1]["entropy"] == 0.9 and rounded.run("a", 0).history[2]["entropy"] == 0.6
     assert [(r.arm, r.seed, r.history, r.evals) for r in back.runs] == [(r.arm, r.seed, r.history, r.evals) for r in res.runs]

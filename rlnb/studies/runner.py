@@ -10,6 +10,7 @@ evaluations run at step 0, every ``eval_every`` steps' worth of samples, and at 
 from __future__ import annotations
 
 import copy
+import gzip
 import json
 import time
 from dataclasses import asdict, dataclass, field
@@ -204,17 +205,26 @@ class StudyResult:
 
     # --- persistence ----------------------------------------------------------------------------
     def to_json(self, path=None, *, digits: int | None = None) -> str:
-        """The config and every run as JSON (written to ``path`` if given); ``digits`` rounds floats."""
+        """The config and every run as JSON (written to ``path`` if given, gzipped if it ends in ``.gz``);
+        ``digits`` rounds floats."""
         data = {"config": self.config, "runs": [asdict(r) for r in self.runs]}
         text = json.dumps(_round(data, digits) if digits is not None else data)
         if path is not None:
-            Path(path).write_text(text)
+            if str(path).endswith(".gz"):
+                with gzip.open(path, "wt", encoding="utf-8") as f:
+                    f.write(text)
+            else:
+                Path(path).write_text(text)
         return text
 
     @classmethod
     def from_json(cls, text_or_path) -> StudyResult:
+        """From a JSON string or a file (``.json`` or ``.json.gz``)."""
         text = str(text_or_path)
-        if not text.lstrip().startswith("{"):
+        if text.endswith(".gz"):
+            with gzip.open(text_or_path, "rt", encoding="utf-8") as f:
+                text = f.read()
+        elif not text.lstrip().startswith("{"):
             text = Path(text_or_path).read_text()
         data = json.loads(text)
         return cls([RunResult(**r) for r in data["runs"]], data["config"])
