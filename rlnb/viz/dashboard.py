@@ -77,7 +77,7 @@ class Dashboard:
         self.min_interval, self.eval_every, self.eval_n, self.clock = 1.0 / max_fps, eval_every, eval_n, clock
         self.evals: list[dict] = []
         self.n_calls = self.n_draws = 0
-        self.pending, self._last, self._hooked = False, float("-inf"), False
+        self.pending, self._last, self._hooked, self._drawn_steps = False, float("-inf"), False, -1
         self.status = widgets.HTML()
         self.live = LiveFigure(self._figure(), backend=backend)
         self.fig = self.live.fig
@@ -113,14 +113,18 @@ class Dashboard:
             self.flush()
 
     def flush(self) -> None:
-        """Draw now if a step arrived since the last redraw."""
-        if self.pending:
+        """Draw now if a step arrived since the last complete redraw (also after a redraw that a
+        Ctrl-C cut short)."""
+        steps = len(self.trainer.history) if self.trainer is not None else 0
+        if self.pending or steps != self._drawn_steps:
             self.draw()
 
     def draw(self) -> None:
+        self.pending = True  # until the figure is fully synced: an interrupted redraw is redone by flush()
         self.live.update(self._figure())
         self.n_draws += 1
         self._last, self.pending = self.clock(), False
+        self._drawn_steps = len(self.trainer.history) if self.trainer is not None else 0
         self._unhook()
 
     # --- building the figure ------------------------------------------------------------------------
