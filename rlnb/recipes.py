@@ -49,9 +49,11 @@ def dr_grpo() -> Recipe:
 
 def dapo() -> Recipe:
     """DAPO (Yu et al., arXiv 2503.14476): clip-higher (0.2 / 0.28), token-mean, overlong shaping and
-    filtering, dynamic sampling, no KL. L_max 20480 / L_cache 4096 in the paper -> 32 / 8 here."""
+    filtering, dynamic sampling, no KL. The paper's L_max 20480 / L_cache 4096 leave 16384 tokens free of
+    penalty; here L_max 40 / L_cache 8 leave 32 free, above the toy's longest right answers (~26 tokens)
+    (with the others' 32 tokens, every correct scratch-work answer on `add` would be penalised)."""
     return Recipe(name="dapo", paper="DAPO, arXiv 2503.14476", advantage="grpo", loss="ppo_clip",
-                  eps_low=0.2, eps_high=0.28, aggregation="token-mean", overlong_buffer=8,
+                  eps_low=0.2, eps_high=0.28, aggregation="token-mean", overlong_buffer=8, max_new_tokens=40,
                   filters=("dynamic_sampling", "overlong"), max_gen_rounds=3)
 
 
