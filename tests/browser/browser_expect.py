@@ -136,6 +136,24 @@ ENTROPY_TARGET = Drive(
         f"print(sum(h['entropy'] < {slider(s, 'target')!r} for h in trainer.history))"))),
     what="the target line's height and the number of steps in trainer.history below it")
 
+# --- 02 and 03: the advantage explorer, noise drawn per completion -----------------------------------------
+
+def advantage_noise_probe(rewards_expr: str) -> str:
+    """Kernel code printing GRPO's A_0 for the group ``rewards_expr`` plus the explorer's seeded noise
+    (seed 0) with sigma_sample = {value}: the library's numbers, computed outside the widget."""
+    return ("import torch as _t; from rlnb.viz import compute as _c; _r = _t.as_tensor(" + rewards_expr + ", "
+            "dtype=_t.float64); _n = _c.noisy_rewards(_r, sigma_shared={shared}, sigma_sample={{value}}, seed=0); "
+            "print(float(rlnb.algos.ADVANTAGES['grpo'](_n, len(_r))[0]))")
+
+
+REWARDS_NOISE = readout_probe("Advantage explorer", "sigma_sample", "A_0",
+                              advantage_noise_probe("[1, 0, 0, 0, 0, 0, 0, 0]").format(shared=0.3),
+                              "GRPO's A_0 for rewards (1, 0, ..., 0) + shared 0.3 and per-sample noise")
+ADVANTAGES_NOISE = readout_probe(
+    "Advantage explorer", "sigma_sample", "A_0",
+    advantage_noise_probe("batch.rewards[live[0] * batch.group_size:(live[0] + 1) * batch.group_size]").format(shared=0.0),
+    "GRPO's A_0 for the notebook's real group plus per-sample noise")
+
 START_HERE_TRAINING = Training(code="dash.run(trainer, 400)",
                                after='print("after the interrupt:", trainer.step_count)',
                                after_expect="after the interrupt: {step}")
@@ -150,4 +168,6 @@ EXPECT: dict[str, Expect] = {
     "00_start_here.ipynb": Expect(main="step", min_sliders=2, min_plots=2, drive=XRAY_GROUP,
                                   training=START_HERE_TRAINING),
     "01_sampling_and_groups.ipynb": Expect(main="Entropy view", min_sliders=1, min_plots=3, drive=ENTROPY_TARGET),
+    "02_rewards.ipynb": Expect(main="Advantage explorer", min_sliders=5, min_plots=2, drive=REWARDS_NOISE),
+    "03_advantages.ipynb": Expect(main="Advantage explorer", min_sliders=5, min_plots=3, drive=ADVANTAGES_NOISE),
 }
