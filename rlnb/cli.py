@@ -45,24 +45,20 @@ def _converter(f: dataclasses.Field):
     return type(f.default)
 
 
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an int >= 0, got {value}")
-    return value
+def _int_at_least(low: int):
+    """An argparse type: an int >= ``low``, with a message that says so."""
+
+    def convert(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an int >= {low}, got {value}")
+        return value
+
+    convert.__name__ = "non-negative int" if low == 0 else "positive int"
+    return convert
 
 
-_non_negative.__name__ = "non-negative int"
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an int >= 1, got {value}")
-    return value
-
-
-_positive.__name__ = "positive int"
+_non_negative, _positive = _int_at_least(0), _int_at_least(1)
 
 
 def _overrides(args) -> dict:

@@ -18,18 +18,13 @@ import pytest  # noqa: E402
 import rlnb.kernels as K  # noqa: E402
 from rlnb.kernels.launch import MAX_GRID_X, launch_config  # noqa: E402
 from rlnb.kernels.loss_terms import token_loss_terms  # noqa: E402
+from tests.test_logprobs import make  # noqa: E402  (the same irregular inputs as the reference's tests)
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 if not K.triton_available():
     pytest.skip("Triton is not importable on this machine: nothing to test here", allow_module_level=True)
 
 
-def make(shape, V, dtype, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    x = (torch.randn(*shape, V, generator=gen, dtype=torch.float64) * 3).to(dtype)
-    y = torch.randint(0, V, shape, generator=gen)
-    g, h = torch.randn(shape, generator=gen), torch.randn(shape, generator=gen)
-    return x, y, g, h
 
 
 def oracle(x, y, T):
