@@ -14,6 +14,7 @@ import torch
 from rlnb import algos
 from rlnb.evaluate import pass_at_k as _pass_at_k
 from rlnb.generate import top_p_filter as _top_p_filter
+from rlnb.tasks.gsm8k import final_number as _final_number
 
 
 def _compare(name: str, fn, ref, cases: list[tuple], atol: float = 1e-5, strict: bool = True) -> bool:
@@ -35,9 +36,19 @@ def _run_cases(name: str, fn, ref, cases: list[tuple], atol: float) -> None:
             got = fn(*args)
         except Exception as e:  # show the learner their own error, with the input that caused it
             raise AssertionError(f"{name}: your function raised {type(e).__name__}: {e} on case {i}: {args}") from e
+        if not _same(got, expected, atol):
+            raise AssertionError(f"{name}: case {i} differs.\n  input:    {args!r}\n  yours:    {got!r}\n  expected: {expected!r}")
+
+
+def _same(got, expected, atol: float) -> bool:
+    """Strings and None (answer extractors) must be equal; numbers and tensors close."""
+    if expected is None or isinstance(expected, str):
+        return type(got) is type(expected) and got == expected
+    try:
         got_t, exp_t = torch.as_tensor(got, dtype=torch.float64), torch.as_tensor(expected, dtype=torch.float64)
-        if got_t.shape != exp_t.shape or not torch.allclose(got_t, exp_t, atol=atol, rtol=1e-4, equal_nan=True):
-            raise AssertionError(f"{name}: case {i} differs.\n  input:    {args}\n  yours:    {got}\n  expected: {expected}")
+    except (TypeError, ValueError, RuntimeError):
+        return False
+    return got_t.shape == exp_t.shape and torch.allclose(got_t, exp_t, atol=atol, rtol=1e-4, equal_nan=True)
 
 
 def _reward_cases(seed: int = 0) -> list[tuple]:
@@ -118,3 +129,31 @@ def pass_at_k(fn, *, strict: bool = True) -> bool:
     """``fn(n, c, k) -> float``: unbiased pass@k from n samples with c correct."""
     cases = [(4, 1, 1), (4, 1, 2), (8, 0, 3), (8, 8, 1), (10, 3, 5), (16, 2, 8)]
     return _compare("pass_at_k", fn, _pass_at_k, cases, strict=strict)
+
+
+def online_logsumexp(fn, *, strict: bool = True) -> bool:
+    """``fn(x (N, V), block) -> (N,)``: log sum_j exp(x_j) per row, reading ``block`` columns at a time.
+
+    Keep a running max m and a running sum s = sum exp(x - m); when a block raises the max to m', rescale
+    s by exp(m - m') (the forward of ``rlnb/kernels/token_loss.py``). Cases include logits near 1000
+    (exp overflows unless you subtract the max), a ragged last block, a block wider than V, and a row
+    whose first block is all -inf (a masked vocabulary: -inf - (-inf) is nan, so start m finite).
+    """
+    g = torch.Generator().manual_seed(0)
+    inf = float("inf")
+    cases = [(torch.tensor([[1.0, 3.0, 2.0, 5.0, 0.0, 4.0]], dtype=torch.float64), 2),
+             (torch.tensor([[1000.0, 1001.0, 999.0], [-1000.0, -1001.0, -999.0]], dtype=torch.float64), 2),
+             (torch.randn(5, 37, generator=g, dtype=torch.float64) * 4, 8),
+             (torch.randn(3, 10, generator=g, dtype=torch.float64), 64),
+             (torch.tensor([[-inf, -inf, 0.0, 1.0, -inf], [2.0, -inf, -inf, -inf, 1.0]], dtype=torch.float64), 2)]
+    return _compare("online_logsumexp", fn, lambda x, block: torch.logsumexp(x, -1), cases, strict=strict)
+
+
+def final_number(fn, *, strict: bool = True) -> bool:
+    """``fn(text) -> str | None``: GSM8K's answer: the last number after ``####`` (else in the whole text),
+    commas removed, trailing decimal zeros dropped (``3.50`` -> ``3.5``, ``100.00`` -> ``100``); None if
+    there is no number. Compared with ``rlnb.tasks.gsm8k.final_number``."""
+    texts = ["Mia has 4 * 12 = 48 pencils, gives 9 away: 48 - 9 = 39.\n#### 39", "so 1,200 in total",
+             "I do not know.", "", "It costs $1,234.50 in all.", "The answer is 7.", "x = 10. y = 20.5.",
+             "It dropped to -3 degrees", "#### 100.00", "5 - 3 = 2, so #### 2", "He pays 0.50 each."]
+    return _compare("final_number", fn, _final_number, [(t,) for t in texts], strict=strict)

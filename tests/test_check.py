@@ -1,6 +1,7 @@
 """The notebook exercise checkers accept a correct solution written independently and reject wrong ones."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -54,6 +55,38 @@ def pass_at_k_solution(n, c, k):
     return 1 - math.comb(n - c, k) / math.comb(n, k)
 
 
+def online_lse_solution(x, block):
+    m = torch.full(x.shape[:1], -1e300, dtype=x.dtype)                 # finite: -inf - -inf would be nan
+    s = torch.zeros(x.shape[:1], dtype=x.dtype)
+    for j in range(0, x.shape[1], block):
+        z = x[:, j:j + block]
+        new = torch.maximum(m, z.max(1).values)
+        s = s * torch.exp(m - new) + torch.exp(z - new[:, None]).sum(1)
+        m = new
+    return m + torch.log(s)
+
+
+def online_lse_from_minus_inf(x, block):
+    """Right except that it starts the running max at -inf: a block of all -inf gives nan."""
+    m = torch.full(x.shape[:1], -math.inf, dtype=x.dtype)
+    s = torch.zeros(x.shape[:1], dtype=x.dtype)
+    for j in range(0, x.shape[1], block):
+        z = x[:, j:j + block]
+        new = torch.maximum(m, z.max(1).values)
+        s = s * torch.exp(m - new) + torch.exp(z - new[:, None]).sum(1)
+        m = new
+    return m + torch.log(s)
+
+
+def final_number_solution(text):
+    part = text[text.rindex("####") + 4:] if "####" in text else text
+    found = re.findall(r"-?[0-9][0-9,]*(?:\.[0-9]+)?", part)
+    if not found:
+        return None
+    n = found[-1].replace(",", "")
+    return n.rstrip("0").rstrip(".") if "." in n else n
+
+
 CASES = [
     (check.grpo_advantage, grpo_solution, lambda r, G: r - r.mean()),
     (check.rloo_advantage, rloo_solution, grpo_solution),
@@ -64,6 +97,10 @@ CASES = [
     (check.seq_mean_token_mean, seq_mean_solution, token_mean_solution),
     (check.overlong_penalty, overlong_solution, lambda n: torch.zeros(len(n))),
     (check.pass_at_k, pass_at_k_solution, lambda n, c, k: c / n),
+    (check.online_logsumexp, online_lse_solution, lambda x, block: x.exp().sum(1).log()),  # overflows at 1000
+    (check.online_logsumexp, online_lse_solution, online_lse_from_minus_inf),
+    (check.final_number, final_number_solution, lambda t: (re.findall(r"\d+", t) or [None])[-1]),  # 1,200 -> 200
+    (check.final_number, final_number_solution, lambda t: float(final_number_solution(t) or 0)),   # not a string
 ]
 
 

@@ -72,6 +72,26 @@ def _spawn_memory(name, args) -> dict:
     return json.loads(lines[-1])
 
 
+def peak_memory(name: str, *, B: int, T: int, V: int = 151936, entropy: str = "grad") -> dict:
+    """Peak extra MB of one forward + backward of CPU variant ``name``, measured as the CPU tier does (a
+    fresh process, see the module docstring): ``{"extra_mb": ..., "grad_mb": ...}`` (``grad_mb``: the
+    bf16 logits gradient's size), or ``{"error": ...}`` if the child failed. Notebook 09 uses it.
+
+    >>> peak_memory("naive", B=1, T=8)
+    Traceback (most recent call last):
+    ...
+    KeyError: "name: unknown variant 'naive'; known: ['naive_fp32', 'torch_compile', 'trl', 'rlnb_chunked', 'rlnb_chunked_inplace']"
+    """
+    if name not in VV.CPU_VARIANTS:
+        raise KeyError(f"name: unknown variant {name!r}; known: {list(VV.CPU_VARIANTS)}")
+    if entropy not in VV.MODES:
+        raise ValueError(f"entropy: expected one of {VV.MODES}, got {entropy!r}")
+    for arg, v in (("B", B), ("T", T), ("V", V)):
+        if not isinstance(v, int) or v < 1:
+            raise ValueError(f"{arg}: expected a positive int, got {v!r}")
+    return _spawn_memory(name, argparse.Namespace(B=B, T=T, V=V, entropy=entropy))
+
+
 def _gate_rows(inp) -> torch.Tensor:
     n = inp.y.numel()
     return torch.unique(torch.tensor([0, 1, 2, n // 3, n // 2, n - 2, n - 1], device=inp.y.device).clamp(0, n - 1))
