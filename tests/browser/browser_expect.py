@@ -154,6 +154,29 @@ ADVANTAGES_NOISE = readout_probe(
     advantage_noise_probe("batch.rewards[live[0] * batch.group_size:(live[0] + 1) * batch.group_size]").format(shared=0.0),
     "GRPO's A_0 for the notebook's real group plus per-sample noise")
 
+# --- 04: the clip explorer on a real multi-mini-batch batch; 10: the token X-ray of a random Qwen2 ----------
+
+CLIP_REAL_PROBE = ("_m = mb.mask.bool(); "
+                   "print(int(((mb.adv[:, None] > 0) & _m & (st.ratio > 1 + {value})).sum()) / int(_m.sum()))")
+
+CLIP_REAL_EPS_HIGH = Drive(
+    widget="Clip explorer", slider="eps_high",
+    observe=lambda s: (s["values"]["clip_ratio/high_mean"], max(trace(s, "objective A>0")["y"])),
+    expected=lambda s, probe: (float(probe(CLIP_REAL_PROBE.format(value=slider(s, "eps_high")))),
+                               (1 + slider(s, "eps_high")) * slider(s, "A")),
+    what="the real batch's high clip share (A > 0 and rho > 1 + eps_high, from the Updater's ratios) and the A>0 "
+         "objective's plateau (1 + eps_high) A")
+
+QWEN_XRAY_PROBE = """import json as _j
+_r = qwen.records[-1]; _G = _r.batch.group_size
+print(_j.dumps([f"Step {{_r.metrics['step']}}, group {g}", float(_r.batch.adv[{g} * _G])]))"""
+
+QWEN_XRAY_GROUP = Drive(
+    widget="Token X-ray", slider="group",
+    observe=lambda s: (s["title"].split(":", 1)[0], s["values"]["A_0"]),  # GSM8K prompts hold newlines: no prompt
+    expected=lambda s, probe: tuple(json.loads(probe(QWEN_XRAY_PROBE.format(g=int(slider(s, "group")))))),
+    what="'Step n, group g' in the figure title and the group's first advantage A_0 (qwen.records[-1])")
+
 START_HERE_TRAINING = Training(code="dash.run(trainer, 400)",
                                after='print("after the interrupt:", trainer.step_count)',
                                after_expect="after the interrupt: {step}")
@@ -170,4 +193,8 @@ EXPECT: dict[str, Expect] = {
     "01_sampling_and_groups.ipynb": Expect(main="Entropy view", min_sliders=1, min_plots=3, drive=ENTROPY_TARGET),
     "02_rewards.ipynb": Expect(main="Advantage explorer", min_sliders=5, min_plots=2, drive=REWARDS_NOISE),
     "03_advantages.ipynb": Expect(main="Advantage explorer", min_sliders=5, min_plots=3, drive=ADVANTAGES_NOISE),
+    "04_ratio_and_clipping.ipynb": Expect(main="Clip explorer", min_sliders=5, min_plots=3, drive=CLIP_REAL_EPS_HIGH),
+    "09_kernels.ipynb": Expect(main=None, min_plots=1, no_drive="no widget: the kernel lesson's numbers are code "
+                               "cells (parity, memory); its one figure is static"),
+    "10_your_own_model.ipynb": Expect(main="Token X-ray", min_sliders=2, min_plots=2, drive=QWEN_XRAY_GROUP),
 }
