@@ -118,3 +118,12 @@ def test_token_xray_colours_tokens_and_scrubs_steps(backend):
     assert x.values["step"] == 1 and x.values["clipped high"] == int((a.stats.clipped_high[rows] & (a.batch.mask[rows] > 0)).sum())
 
 
+
+
+def test_show_source_unwraps_a_triton_kernel(capsys):
+    pytest.importorskip("triton", reason="Triton is not installed on this machine")
+    from rlnb.kernels import token_loss
+    from rlnb.viz import show_source
+
+    src = show_source(token_loss._fwd_kernel)                    # a JITFunction (InterpretedFunction on CPU)
+    assert src.lstrip().startswith("@triton.jit") and "tl.load" in src

@@ -36,10 +36,13 @@ class Source(str):
 
 
 def _unwrap(obj):
-    """The function behind a ``partial`` (e.g. a ``bind`` result), a bound method or a decorator."""
+    """The function behind a ``partial`` (e.g. a ``bind`` result), a bound method, a decorator or a
+    ``@triton.jit`` kernel (whose Python function is its ``.fn``)."""
     while isinstance(obj, functools.partial):
         obj = obj.func
     obj = getattr(obj, "__func__", obj)
+    if not inspect.isroutine(obj) and not inspect.isclass(obj) and inspect.isfunction(getattr(obj, "fn", None)):
+        obj = obj.fn
     return inspect.unwrap(obj)
 
 
