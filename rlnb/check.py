@@ -14,6 +14,7 @@ import torch
 from rlnb import algos
 from rlnb.evaluate import pass_at_k as _pass_at_k
 from rlnb.generate import top_p_filter as _top_p_filter
+from rlnb.scaling import sigmoid_curve as _sigmoid_curve
 from rlnb.tasks.gsm8k import final_number as _final_number
 
 
@@ -157,3 +158,23 @@ def final_number(fn, *, strict: bool = True) -> bool:
              "I do not know.", "", "It costs $1,234.50 in all.", "The answer is 7.", "x = 10. y = 20.5.",
              "It dropped to -3 degrees", "#### 100.00", "5 - 3 = 2, so #### 2", "He pays 0.50 each."]
     return _compare("final_number", fn, _final_number, [(t,) for t in texts], strict=strict)
+
+
+def dynamic_sampling_keep(fn, *, strict: bool = True) -> bool:
+    """``fn(correct (B,) bool, G) -> keep (B,) bool``: DAPO's dynamic-sampling predicate, True on every row
+    of a group whose number of correct completions n satisfies 0 < n < G (groups contiguous)."""
+    g = torch.Generator().manual_seed(0)
+    cases = [(torch.tensor([1, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0]).bool(), 4),
+             (torch.tensor([1, 0, 1, 1, 0, 0]).bool(), 2), (torch.rand(24, generator=g) < 0.5, 3),
+             (torch.rand(32, generator=g) < 0.15, 8)]
+    return _compare("dynamic_sampling_keep", fn, lambda correct, G: algos.FILTERS["dynamic_sampling"](
+        torch.zeros(len(correct)), G, correct=correct), cases, strict=strict)
+
+
+def scalerl_curve(fn, *, strict: bool = True) -> bool:
+    """``fn(C, A, B, C_mid, R0) -> R``: ScaleRL's R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) on a (N,)
+    tensor of compute values, with R(0) = R0."""
+    C = torch.tensor([0.0, 10.0, 100.0, 1000.0, 1e4], dtype=torch.float64)
+    cases = [(C, 0.8, 1.0, 100.0, 0.2), (C, 0.5, 2.0, 300.0, 0.05), (C, 0.3, 0.5, 50.0, 0.25)]
+    return _compare("scalerl_curve", fn, lambda C, A, B, C_mid, R0: _sigmoid_curve(C, A=A, B=B, C_mid=C_mid, R0=R0),
+                    cases, strict=strict)

@@ -87,6 +87,15 @@ def final_number_solution(text):
     return n.rstrip("0").rstrip(".") if "." in n else n
 
 
+def dynamic_keep_solution(correct, G):
+    n = correct.view(-1, G).sum(1)
+    return ((n > 0) & (n < G)).repeat_interleave(G)
+
+
+def scalerl_solution(C, A, B, C_mid, R0):
+    return R0 + (A - R0) / (1 + (C_mid / C) ** B)                     # C = 0: (C_mid / 0)^B = inf, R = R0
+
+
 CASES = [
     (check.grpo_advantage, grpo_solution, lambda r, G: r - r.mean()),
     (check.rloo_advantage, rloo_solution, grpo_solution),
@@ -101,6 +110,9 @@ CASES = [
     (check.online_logsumexp, online_lse_solution, online_lse_from_minus_inf),
     (check.final_number, final_number_solution, lambda t: (re.findall(r"\d+", t) or [None])[-1]),  # 1,200 -> 200
     (check.final_number, final_number_solution, lambda t: float(final_number_solution(t) or 0)),   # not a string
+    (check.dynamic_sampling_keep, dynamic_keep_solution,                # keeps all-right groups too
+     lambda correct, G: correct.view(-1, G).any(1).repeat_interleave(G)),
+    (check.scalerl_curve, scalerl_solution, lambda C, A, B, C_mid, R0: R0 + (A - R0) * C / (C + C_mid)),  # B = 1
 ]
 
 

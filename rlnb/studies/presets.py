@@ -40,12 +40,16 @@ class Study:
     smoke: bool = False
     runner: Callable = field(default=run_study, repr=False)
 
-    def run(self, *, arms: list[str] | None = None, seeds=None, progress: bool = True):
-        """Run the study (optionally only some arms or seeds, e.g. to split it over processes)."""
+    def run(self, *, arms: list[str] | None = None, seeds=None, progress: bool = True, **overrides):
+        """Run the study (optionally only some arms or seeds, e.g. to split it over processes).
+
+        ``overrides`` replace settings for this run only, e.g. a reduced live version in a notebook:
+        ``study.run(arms=["none"], seeds=(0, 1), steps=30, eval_n=0)`` (``steps``, ``eval_every``,
+        ``eval_n`` ... or any Recipe field shared by all arms)."""
         chosen = {k: v for k, v in self.arms.items() if arms is None or k in arms}
         if not chosen:
             raise ValueError(f"arms: none of {arms!r} is an arm of {self.name!r}; arms: {list(self.arms)}")
-        settings = {**self.settings, **({"seeds": seeds} if seeds is not None else {})}
+        settings = {**self.settings, **({"seeds": seeds} if seeds is not None else {}), **overrides}
         return self.runner(chosen, name=self.name, progress=progress, **settings)
 
     def describe(self) -> str:

@@ -177,6 +177,34 @@ QWEN_XRAY_GROUP = Drive(
     expected=lambda s, probe: tuple(json.loads(probe(QWEN_XRAY_PROBE.format(g=int(slider(s, "group")))))),
     what="'Step n, group g' in the figure title and the group's first advantage A_0 (qwen.records[-1])")
 
+# --- 05-08 ----------------------------------------------------------------------------------------------------
+
+def gaussian_kl_by_hand(s: dict) -> float:
+    """KL(N(pi_mean, pi_std^2) || N(ref_mean, ref_std^2)) from the sliders as displayed, by its closed form."""
+    m1, s1, m2, s2 = (slider(s, k) for k in ("pi_mean", "pi_std", "ref_mean", "ref_std"))
+    return math.log(s2 / s1) + (s1 ** 2 + (m1 - m2) ** 2) / (2 * s2 ** 2) - 0.5
+
+
+KL_PI_MEAN = Drive(
+    widget="KL explorer", slider="pi_mean", observe=lambda s: s["values"]["KL"],
+    expected=lambda s, probe: gaussian_kl_by_hand(s),
+    what="the exact KL(pi || pi_ref) of the two Gaussians, by its closed form")
+
+# seq-mean-token-mean on a hand-made group of G rows: a token's weight is 1 / (G |o_i|), so a wrong token weighs
+# len_right / len_wrong of a right one
+AGG_LEN_WRONG = Drive(
+    widget="Aggregation explorer (length bias)", slider="len_wrong",
+    observe=lambda s: (s["values"]["wrong/right"], s["values"]["weight wrong"]),
+    expected=lambda s, probe: (slider(s, "len_right") / slider(s, "len_wrong"),
+                               1 / (slider(s, "G") * slider(s, "len_wrong"))),
+    what="seq-mean-token-mean's per-token weight ratio len_right / len_wrong and a wrong token's weight 1 / (G |o|)")
+
+MAXRL_P = readout_probe(
+    "Advantage explorer", "p", "mean A right",
+    "from rlnb.viz import compute as _c; _a, _r = _c.advantage_samples(rlnb.algos.ADVANTAGES['maxrl'], {{}}, G=8, "
+    "p={value}, sigma_shared=0.0, sigma_sample=0.0); print(float(_a[_r].mean()))",
+    "MaxRL's mean advantage of a right completion over the simulated groups, from the library")
+
 START_HERE_TRAINING = Training(code="dash.run(trainer, 400)",
                                after='print("after the interrupt:", trainer.step_count)',
                                after_expect="after the interrupt: {step}")
@@ -194,6 +222,11 @@ EXPECT: dict[str, Expect] = {
     "02_rewards.ipynb": Expect(main="Advantage explorer", min_sliders=5, min_plots=2, drive=REWARDS_NOISE),
     "03_advantages.ipynb": Expect(main="Advantage explorer", min_sliders=5, min_plots=3, drive=ADVANTAGES_NOISE),
     "04_ratio_and_clipping.ipynb": Expect(main="Clip explorer", min_sliders=5, min_plots=3, drive=CLIP_REAL_EPS_HIGH),
+    "05_kl_and_entropy.ipynb": Expect(main="KL explorer", min_sliders=7, min_plots=4, drive=KL_PI_MEAN),
+    "06_aggregation_and_length_bias.ipynb": Expect(main="Aggregation explorer (length bias)", min_sliders=4,
+                                                   min_plots=2, drive=AGG_LEN_WRONG),
+    "07_dapo.ipynb": Expect(main="Clip explorer", min_sliders=4, min_plots=2, drive=CLIP_EPS_HIGH),
+    "08_zoo_race.ipynb": Expect(main="Advantage explorer", min_sliders=4, min_plots=3, drive=MAXRL_P),
     "09_kernels.ipynb": Expect(main=None, min_plots=1, no_drive="no widget: the kernel lesson's numbers are code "
                                "cells (parity, memory); its one figure is static"),
     "10_your_own_model.ipynb": Expect(main="Token X-ray", min_sliders=2, min_plots=2, drive=QWEN_XRAY_GROUP),
