@@ -116,3 +116,12 @@ def test_theme_switch_changes_template_of_new_figures():
             set_theme("solarized")
     finally:
         set_theme("light")
+
+
+def test_categorical_axes_list_exactly_the_current_completions():
+    """A live figure keeps categories it saw earlier unless the axis lists them: the builders must."""
+    from rlnb.viz.figures import aggregation_figure
+
+    labels = ["o0 right |o|=5", "o1 wrong |o|=9"]
+    fig = aggregation_figure(labels=labels, per_token={"token-mean": [0.1, 0.1]}, push={"token-mean": [1.0, -1.0]})
+    assert list(fig.layout.xaxis.categoryarray) == labels and list(fig.layout.xaxis2.categoryarray) == labels

@@ -48,6 +48,8 @@ def advantage_figure(*, rewards, adv, dist_right, dist_wrong, gaps, odd: dict, s
     fig.add_bar(x=labels, y=np_(rewards), name="reward", marker_color=COLORS["ref"], row=1, col=1)
     colors = [COLORS["right"] if a > 0 else COLORS["wrong"] for a in np_(adv)]
     fig.add_bar(x=labels, y=np_(adv), name="advantage", marker_color=colors, row=1, col=1)
+    # an explicit category list: a live figure otherwise keeps the categories of earlier, larger groups
+    fig.update_xaxes(categoryorder="array", categoryarray=labels, row=1, col=1)
     for name, vals, color in (("A right", dist_right, COLORS["right"]), ("A wrong", dist_wrong, COLORS["wrong"])):
         fig.add_histogram(x=np_(vals), name=name, marker_color=color, opacity=0.6, nbinsx=60,
                           histnorm="probability", row=1, col=2)
@@ -161,4 +163,5 @@ def aggregation_figure(*, labels: Sequence[str], per_token: dict, push: dict, se
             fig.add_bar(x=list(labels), y=np_(vals), name=f"{key} {name}", row=row, col=1,
                         legendgroup=name, showlegend=row == 1, **_fade(selected, name))
     fig.update_layout(title=title, barmode="group", height=520)
+    fig.update_xaxes(categoryorder="array", categoryarray=list(labels))  # stale categories otherwise linger
     return themed(fig)
