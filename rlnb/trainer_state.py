@@ -128,17 +128,22 @@ class TrainerStateMixin:
         target = self._run_target
         hooks = [cb for cb in callbacks if hasattr(cb, "on_stage")]
         bar = tqdm(total=target, initial=self.step_count, disable=not progress, desc=f"{self.recipe.name}")
-        notified = self.step_count  # the last step the callbacks have seen
+        self._called = 0  # how many callbacks have been called (or are running) for the newest step
+        notified = self.step_count  # the last step every callback has seen
         try:
             while self.step_count < target:
+                self._called = 0
                 record = self.step(callbacks=hooks)
                 bar.update(1)
                 bar.set_postfix(reward=f"{record.metrics['reward']:.3f}", refresh=False)
                 notified = self._notify(callbacks, record)
             self._run_target = None
         except KeyboardInterrupt:
-            if self.step_count > notified and self.records:  # Ctrl-C held during an update fires after
-                self._notify(callbacks, self.records[-1])     # the step is recorded: report that step too
+            if self.step_count > notified and self.records:
+                # Ctrl-C held during an update fires after the step is recorded, and a callback may itself
+                # stop the run: the callbacks that have not yet seen that step see it now, once each.
+                with contextlib.suppress(KeyboardInterrupt):
+                    self._notify(callbacks[self._called:], self.records[-1])
             print(f"Interrupted after step {self.step_count}; state is intact. Call run() to finish "
                   f"the remaining {target - self.step_count} steps.")
         finally:
@@ -147,6 +152,7 @@ class TrainerStateMixin:
 
     def _notify(self, callbacks, record) -> int:
         for cb in callbacks:
+            self._called += 1
             if callable(cb):
                 cb(self, record)
         return self.step_count

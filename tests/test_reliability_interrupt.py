@@ -196,3 +196,19 @@ def test_callbacks_see_the_step_a_held_interrupt_completed():
     seen = []
     t.run(STEPS, callbacks=[lambda trainer, record: seen.append(record.metrics["step"])], progress=False)
     assert t.step_count == 2 and seen == [1, 2]
+
+
+def test_a_callback_that_stops_the_run_is_not_called_again():
+    """A stop button implemented as a callback raising KeyboardInterrupt: the callbacks before it saw the
+    step once, the ones after it see it too (once), and the stop itself is not re-raised."""
+    t = rlnb.Trainer.tiny("grpo", **SMALL)
+    seen = {"before": [], "stop": [], "after": []}
+
+    def stop(trainer, record):
+        seen["stop"].append(trainer.step_count)
+        raise KeyboardInterrupt
+
+    callbacks = [lambda tr, r: seen["before"].append(tr.step_count), stop,
+                 lambda tr, r: seen["after"].append(tr.step_count)]
+    t.run(STEPS, callbacks=callbacks, progress=False)
+    assert t.step_count == 1 and seen == {"before": [1], "stop": [1], "after": [1]}
