@@ -13,9 +13,17 @@ from rlnb.loop import StepRecord, Trainer
 from rlnb.models import load, load_default
 from rlnb.recipe import Recipe
 from rlnb.stages import Advantager, Rewarder, Sampler, Updater, UpdateStats
-from rlnb.viz import show_source
 
 __all__ = [
     "Advantager", "Batch", "Recipe", "Rewarder", "Sampler", "StepRecord", "Trainer", "UpdateStats", "Updater",
     "algos", "load", "load_default", "recipes", "show_source", "tasks", "__version__",
 ]
+
+
+def __getattr__(name):
+    # rlnb.viz needs ipywidgets and plotly; a GPU server running only the loop and kernels may lack them
+    if name == "show_source":
+        from rlnb.viz import show_source
+
+        return show_source
+    raise AttributeError(f"module 'rlnb' has no attribute {name!r}")

@@ -13,19 +13,15 @@ PY=${PYTHON:-python3}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 [ -d .gpu_peers ] && export PYTHONPATH="$PYTHONPATH:$PWD/.gpu_peers"
 export TOKENIZERS_PARALLELISM=false
-# rlnb/__init__ imports the tasks, which import `datasets`; a GPU box may lack it: stub it (unused here).
-if ! $PY -c "import datasets" 2>/dev/null; then
-    mkdir -p /tmp/rlnb_stubs/datasets
-    printf 'class Dataset:\n    pass\n\n\nclass IterableDataset:\n    pass\n' > /tmp/rlnb_stubs/datasets/__init__.py
-    export PYTHONPATH="$PYTHONPATH:/tmp/rlnb_stubs"
-fi
+# rlnb/__init__ imports the tasks, which import `datasets`; a GPU box may lack it: use the stand-in.
+$PY -c "import datasets" 2>/dev/null || export PYTHONPATH="$PYTHONPATH:$PWD/scripts/gpu_stubs"
 
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
 $PY -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(0))" \
     > "$OUT/versions.txt" 2>&1
 cat "$OUT/versions.txt"
 
-timeout 150 $PY -m pytest -q -x -p no:cacheprovider tests/test_kernels.py tests/test_kernels_training.py \
+timeout 150 $PY -m pytest -q -x -o addopts="" -p no:cacheprovider tests/test_kernels.py tests/test_kernels_training.py \
     tests/test_logprobs.py > "$OUT/tests.txt" 2>&1
 echo "tests rc=$?" | tee -a "$OUT/tests.txt"
 tail -5 "$OUT/tests.txt"

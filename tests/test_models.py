@@ -65,3 +65,17 @@ def test_any_causal_lm_folder_loads_the_same_way(tmp_path):
     tok.save_pretrained(tmp_path)
     model, tok2 = rlnb.load(tmp_path)
     assert type(model).__name__ == "Qwen2ForCausalLM" and tok2.padding_side == "left"
+
+
+def test_import_rlnb_needs_no_widget_stack():
+    """A GPU server running only the loop and kernels may lack ipywidgets/plotly: `import rlnb` must not
+    load them; `rlnb.show_source` still resolves (lazily) where they are installed."""
+    import subprocess
+    import sys
+
+    code = ("import sys, rlnb; loaded = [m for m in ('rlnb.viz', 'ipywidgets', 'plotly') if m in sys.modules]; "
+            "assert not loaded, loaded; assert callable(rlnb.show_source) and 'rlnb.viz' in sys.modules; "
+            "print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
