@@ -21,9 +21,11 @@ __all__ = [
 
 
 def __getattr__(name):
-    # rlnb.viz needs ipywidgets and plotly; a GPU server running only the loop and kernels may lack them
-    if name == "show_source":
-        from rlnb.viz import show_source
+    # rlnb.viz needs ipywidgets and plotly; a GPU server running only the loop and kernels may lack them,
+    # so it loads on first use (`rlnb.viz.ClipExplorer`, `rlnb.show_source`), not at `import rlnb`
+    if name in ("viz", "show_source"):
+        import importlib
 
-        return show_source
+        viz = importlib.import_module("rlnb.viz")
+        return viz if name == "viz" else viz.show_source
     raise AttributeError(f"module 'rlnb' has no attribute {name!r}")
