@@ -26,3 +26,15 @@ def model_and_tokenizer(default_model):
 
     model, tok = default_model
     return copy.deepcopy(model), tok
+
+
+@pytest.fixture
+def backend(request):
+    """The viz backend for one test: "widget" unless parametrized indirectly (e.g. ["widget", "static"]);
+    restored to "auto" afterwards so no test leaks its choice into another."""
+    from rlnb.viz import set_backend
+
+    name = getattr(request, "param", "widget")
+    set_backend(name)
+    yield name
+    set_backend("auto")

@@ -7,17 +7,11 @@ import numpy as np
 import pytest
 
 from rlnb import Recipe
-from rlnb.viz import AggregationExplorer, EntropyView, KLExplorer, TokenXRay, set_backend
+from rlnb.viz import AggregationExplorer, EntropyView, KLExplorer, TokenXRay
 from rlnb.viz.demo import demo_record
 from rlnb.viz.figures import trace
 
-
-@pytest.fixture(autouse=True)
-def backend(request):
-    name = getattr(request, "param", "widget")
-    set_backend(name)
-    yield name
-    set_backend("auto")
+pytestmark = pytest.mark.usefixtures("backend")  # tests/conftest.py: the widget backend unless parametrized
 
 
 BOTH = pytest.mark.parametrize("backend", ["widget", "static"], indirect=True)

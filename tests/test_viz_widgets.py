@@ -17,19 +17,12 @@ from rlnb.viz import (
     AggregationExplorer,
     ClipExplorer,
     KLExplorer,
-    set_backend,
     set_theme,
 )
 from rlnb.viz.demo import demo_record
 from rlnb.viz.figures import trace
 
-
-@pytest.fixture(autouse=True)
-def backend(request):
-    name = getattr(request, "param", "widget")
-    set_backend(name)
-    yield name
-    set_backend("auto")
+pytestmark = pytest.mark.usefixtures("backend")  # tests/conftest.py: the widget backend unless parametrized
 
 
 BOTH = pytest.mark.parametrize("backend", ["widget", "static"], indirect=True)  # the rest: widget only
