@@ -128,11 +128,10 @@ class TrainerStateMixin:
         target = self._run_target
         hooks = [cb for cb in callbacks if hasattr(cb, "on_stage")]
         bar = tqdm(total=target, initial=self.step_count, disable=not progress, desc=f"{self.recipe.name}")
-        self._called = 0  # how many callbacks have been called (or are running) for the newest step
         notified = self.step_count  # the last step every callback has seen
         try:
             while self.step_count < target:
-                self._called = 0
+                self._called = 0  # callbacks called (or running) for the newest step
                 record = self.step(callbacks=hooks)
                 bar.update(1)
                 bar.set_postfix(reward=f"{record.metrics['reward']:.3f}", refresh=False)
