@@ -29,7 +29,7 @@ from rlnb.metrics import step_metrics
 from rlnb.recipe import Recipe
 from rlnb.stages import Advantager, Rewarder, Sampler, Updater, UpdateStats, make_optimizer
 from rlnb.trainer_state import Timer, TrainerStateMixin, deferred_interrupt, hash_seed
-from rlnb.validate import check_int, check_model
+from rlnb.validate import check_model, check_trainer_args
 
 EVAL_SEED = 10_000  # held-out prompts; training prompts come from a pool seeded "train:<seed>"
 
@@ -61,17 +61,9 @@ class Trainer(TrainerStateMixin):
     def __init__(self, model, tokenizer, task="add", recipe: str | Recipe = "grpo", *, seed: int = 0,
                  ref_model=None, pool_size: int = 4096, keep_records: int = 64, safe_update: bool = True,
                  reward_on_error: str = "raise", **overrides):
-        check_int("seed", seed)
-        check_int("pool_size", pool_size, low=1)
-        check_int("keep_records", keep_records, low=1)
-        if not isinstance(safe_update, bool):
-            raise TypeError(f"safe_update: expected True or False, got {safe_update!r}")
-        if reward_on_error not in ("raise", "zero"):
-            raise ValueError(f"reward_on_error: expected 'raise' or 'zero', got {reward_on_error!r}")
-        check_model(model, tokenizer)
-        if ref_model is not None and not callable(ref_model):
-            raise TypeError(f"ref_model: expected a causal LM (callable), got {type(ref_model).__name__}")
-        self.reward_on_error = reward_on_error
+        check_trainer_args(model, tokenizer, seed=seed, ref_model=ref_model, pool_size=pool_size,
+                           keep_records=keep_records, safe_update=safe_update, reward_on_error=reward_on_error)
+        self.reward_on_error, self.pool_size = reward_on_error, pool_size  # saved with checkpoints
         self.recipe = recipes_mod.get(recipe, **overrides)
         self.task = tasks_mod.get(task)
         self.model, self.tokenizer, self.seed, self.safe_update = model, tokenizer, int(seed), safe_update
@@ -82,8 +74,8 @@ class Trainer(TrainerStateMixin):
             ref_model = copy.deepcopy(model).eval().requires_grad_(False)
         self.ref_model = ref_model
         device = next(model.parameters()).device  # sampling draws on the model's device; shuffling on the CPU
-        self.generators = {name: torch.Generator(device=device if name == "sample" else "cpu").manual_seed(
-            hash_seed(seed, name)) for name in ("sample", "update")}
+        self.generators = {name: torch.Generator(device=device if name != "update" else "cpu").manual_seed(
+            hash_seed(seed, name)) for name in ("sample", "update", "dropout")}  # dropout: see trainer_state
         self._build_stages()
         self._run_target = None
 

@@ -189,6 +189,16 @@ class ChatTemplateTask(Task):
     def reward_funcs(self):
         return self.inner.reward_funcs()
 
+    def spec(self) -> dict:  # rebuilt at load with the checkpoint's tokenizer (rlnb.tasks.from_spec)
+        return {"name": self.name, "wrap": "chat_template", "task": self.inner.spec(),
+                "params": {"system_prompt": self.system_prompt}}
+
+    def state(self):
+        return self.inner.state()
+
+    def set_state(self, state) -> None:
+        self.inner.set_state(state)
+
 
 SAFE_UPDATE_MAX_PARAMS = 50_000_000  # above this, a per-step snapshot of weights + Adam state is too costly
 

@@ -5,9 +5,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
-import json
-import os
-import shutil
 import signal
 import threading
 import time
@@ -30,6 +27,25 @@ def deferred_interrupt():
         signal.signal(signal.SIGINT, previous)
         if received:
             raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def own_global_stream(generator: torch.Generator | None, committed):
+    """Run the block on ``generator``'s state as torch's global stream (what dropout draws from), and put
+    the caller's global state back after it. The generator advances only if ``committed()`` says the step
+    was recorded, so a failed step consumes nothing."""
+    if generator is None:
+        yield
+        return
+    cuda = generator.device.type == "cuda"
+    with torch.random.fork_rng(devices=[generator.device] if cuda else [], device_type="cuda"):
+        (torch.cuda.set_rng_state(generator.get_state(), generator.device) if cuda
+         else torch.set_rng_state(generator.get_state()))
+        try:
+            yield
+        finally:
+            if committed():
+                generator.set_state(torch.cuda.get_rng_state(generator.device) if cuda else torch.get_rng_state())
 
 
 class Timer:
@@ -72,7 +88,7 @@ class TrainerStateMixin:
         ``safe_update`` (about 3x the model's size in memory; cheap for the default model)."""
         snap = {"rng": self._rng_state(), "steps": self.step_count, "drawn": self.prompts_drawn,
                 "pass_rates": copy.deepcopy(self.pass_rates), "controllers": [c.state() for c in self.controllers],
-                "reward_errors": self.rewarder.errors, "training": self.model.training}
+                "reward_errors": self.rewarder.errors, "training": self.model.training, "task": self.task.state()}
         if self.safe_update:
             snap["weights"] = [{k: v.detach().clone() for k, v in m.state_dict().items()} for m in self._modules()]
             snap["optimizer"] = copy.deepcopy(self.optimizer.state_dict())
@@ -86,6 +102,7 @@ class TrainerStateMixin:
         for ctl, value in zip(self.controllers, snap["controllers"]):
             ctl.set(value)
         self.rewarder.errors = snap["reward_errors"]
+        self.task.set_state(snap["task"])
         if "weights" in snap:
             for module, weights in zip(self._modules(), snap["weights"]):
                 module.load_state_dict(weights)
@@ -97,11 +114,14 @@ class TrainerStateMixin:
     @contextlib.contextmanager
     def rollback_on_error(self):
         """If the step fails (or is interrupted) before it commits, put back everything it changed:
-        random streams, prompt cursor, pass rates, controllers and, with ``safe_update``, the weights,
-        optimizer and scheduler (an update that failed after some of its mini-batches is undone too)."""
+        random streams (the task's own too), prompt cursor, pass rates, controllers and, with
+        ``safe_update``, the weights, optimizer and scheduler (an update that failed after some of its
+        mini-batches is undone too). Inside the step torch's global generator (dropout) runs on the
+        trainer's own "dropout" stream, so the user's global random state is left alone."""
         snap = self._snapshot()
         try:
-            yield
+            with own_global_stream(self.generators.get("dropout"), lambda: self.step_count != snap["steps"]):
+                yield
         except BaseException:
             if self.step_count == snap["steps"]:  # the step did not commit
                 with deferred_interrupt():  # a second Ctrl-C must not leave a half-restored trainer
@@ -158,76 +178,27 @@ class TrainerStateMixin:
 
     # --- checkpoints --------------------------------------------------------------------------
     def save(self, directory) -> Path:
-        """Model, tokenizer, optimizer, scheduler, random streams, history and recipe, written atomically
-        (into a temporary folder that is then renamed over ``directory``)."""
-        directory = Path(directory)
-        tmp = directory.with_name(directory.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        from rlnb.models.tiny import quiet_progress
+        """Everything that defines the run and where it stands, written atomically (``rlnb.checkpoint``):
+        model, reference, optimizer, scheduler, every random stream, recipe, task with its parameters and
+        its own random state, constructor arguments, prompt cursor, controllers, pass rates, history.
+        Refuses a ``directory`` that is a file or a folder holding anything but an rlnb checkpoint."""
+        from rlnb.checkpoint import save
 
-        with quiet_progress():
-            self.model.save_pretrained(tmp / "model", safe_serialization=True)
-            if self.ref_model is not None:  # the reference is the starting policy, not the current one
-                self.ref_model.save_pretrained(tmp / "reference", safe_serialization=True)
-        self.tokenizer.save_pretrained(tmp / "model")
-        torch.save({"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                    "rng": self._rng_state(),
-                    "value_head": None if self.value_head is None else self.value_head.state_dict()}, tmp / "state.pt")
-        meta = {"recipe": self.recipe.to_dict(), "task": self.task.name, "seed": self.seed,
-                "step_count": self.step_count, "prompts_drawn": self.prompts_drawn, "run_target": self._run_target,
-                "reward_on_error": getattr(self, "reward_on_error", "raise"),
-                "controllers": [c.state() for c in self.controllers],
-                "pass_rates": None if self.pass_rates is None else self.pass_rates.state_dict()}
-        (tmp / "trainer.json").write_text(json.dumps(meta, indent=1))
-        (tmp / "history.jsonl").write_text("".join(json.dumps(h) + "\n" for h in self.history))
-        old = directory.with_name(directory.name + ".old")
-        with deferred_interrupt():  # killed between the renames, load() falls back to <dir>.old
-            if directory.exists():  # only then is a leftover <dir>.old stale
-                shutil.rmtree(old, ignore_errors=True)
-                os.replace(directory, old)
-            os.replace(tmp, directory)
-        shutil.rmtree(old, ignore_errors=True)
-        return directory
+        return save(self, directory)
 
     @classmethod
-    def load(cls, directory, **kwargs):
-        """A trainer that continues exactly where ``save`` left off."""
-        from rlnb.models import load as load_model
-        from rlnb.recipe import Recipe
+    def load(cls, directory, *, task=None, device=None, **options):
+        """A trainer that continues exactly where ``save`` left off: ``run(a)`` + save + load + ``run(b)``
+        gives the history and weights of ``run(a + b)``, bit for bit.
 
-        directory = Path(directory)
-        old = directory.with_name(directory.name + ".old")
-        if not (directory / "trainer.json").exists() and (old / "trainer.json").exists():
-            directory = old  # a save was killed between its two renames: the previous checkpoint is whole
-        if not (directory / "trainer.json").exists():
-            raise FileNotFoundError(f"directory: no rlnb checkpoint (trainer.json) in {directory}")
-        meta = json.loads((directory / "trainer.json").read_text())
-        model, tokenizer = load_model(directory / "model")
-        kwargs.setdefault("reward_on_error", meta.get("reward_on_error", "raise"))
-        trainer = cls(model, tokenizer, meta["task"], Recipe(**meta["recipe"]), seed=meta["seed"], **kwargs)
-        if trainer.ref_model is not None and (directory / "reference").exists():
-            from transformers import AutoModelForCausalLM  # weights only: the tokenizer lives in model/
+        ``options`` may change ``keep_records``, ``safe_update`` and ``reward_on_error``; anything that
+        would make it another run (a recipe field, ``seed``, ``pool_size``) is refused by name unless it
+        equals the saved value. ``task`` supplies a task the checkpoint cannot rebuild by itself (a custom
+        class): it must match the saved one. ``device`` defaults to the saved one (another device type
+        continues the run with fresh sampling streams: not bit-exact)."""
+        from rlnb.checkpoint import load
 
-            ref = AutoModelForCausalLM.from_pretrained(directory / "reference", dtype=model.dtype, use_safetensors=True)
-            trainer.ref_model = ref.to(model.device).eval().requires_grad_(False)
-            trainer.sampler.ref_model = trainer.ref_model
-        state = torch.load(directory / "state.pt", weights_only=True)
-        trainer.optimizer.load_state_dict(state["optimizer"])
-        trainer.scheduler.load_state_dict(state["scheduler"])
-        for k, s in state["rng"].items():
-            trainer.generators[k].set_state(s)
-        if state["value_head"] is not None:
-            trainer.value_head.load_state_dict(state["value_head"])
-        trainer.step_count, trainer._run_target = meta["step_count"], meta["run_target"]
-        trainer.prompts_drawn = meta["prompts_drawn"]
-        for ctl, value in zip(trainer.controllers, meta["controllers"]):
-            ctl.set(value)
-        if meta["pass_rates"] is not None:
-            trainer.pass_rates.load_state_dict(meta["pass_rates"])
-        lines = (directory / "history.jsonl").read_text().splitlines()
-        trainer.history = [json.loads(line) for line in lines if line.strip()]
-        return trainer
+        return load(cls, directory, task=task, device=device, **options)
 
 
 def _check_callbacks(callbacks) -> list:

@@ -47,7 +47,8 @@ def test_rewarder_adds_the_noise_part_and_shared_noise_leaves_grpo_unchanged():
     torch.testing.assert_close(ADVANTAGES["grpo"](out.rewards, 3), ADVANTAGES["grpo"](correct, 3), atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("bad", [-0.1, float("nan"), "1"])
-def test_bad_sigma_names_the_argument(bad):
-    with pytest.raises(ValueError, match="sigma_sample"):
+@pytest.mark.parametrize("bad, error", [(-0.1, ValueError), (float("nan"), ValueError), (float("inf"), ValueError),
+                                        ("1", TypeError), (True, TypeError)])
+def test_bad_sigma_names_the_argument(bad, error):
+    with pytest.raises(error, match="^sigma_sample: expected"):
         tasks.noisy("add", sigma_sample=bad)

@@ -145,7 +145,7 @@ CASES = [
      "embedding"),
     ("no model", lambda c: rlnb.Trainer(None, c.tok), TypeError, "model", "causal LM"),
     ("seed as a string", lambda c: rlnb.Trainer(c.model, c.tok, seed="0"), TypeError, "seed", "int"),
-    ("empty pool", lambda c: rlnb.Trainer(c.model, c.tok, pool_size=0), ValueError, "pool_size", ">= 1"),
+    ("empty pool", lambda c: rlnb.Trainer(c.model, c.tok, pool_size=0), ValueError, "pool_size", "in [1, "),
     ("negative steps", lambda c: c.t.run(-1, progress=False), ValueError, "steps", "non-negative"),
     ("callback not callable", lambda c: c.t.run(1, callbacks=[42], progress=False), TypeError, "callbacks[0]",
      "callable"),

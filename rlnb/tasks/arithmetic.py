@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from rlnb.tasks.base import Task, register
+from rlnb.validate import check_int, check_number
 
 _DIRECT = re.compile(r"^\d{1,32}$")
 _SCRATCH = re.compile(r"^(?:\d{1,3}\+\d{1,3}=\d{1,4};){0,31}\d{1,3}\+\d{1,3}=\d{1,4}>(\d{1,32})$")
@@ -35,9 +36,8 @@ class Addition(Task):
     description = "3-digit addition, answer optionally preceded by column scratch work"
 
     def __init__(self, digits: int = 3, p_scratch: float = 0.5):
-        if not 1 <= digits <= 9:
-            raise ValueError(f"digits: expected an int in [1, 9], got {digits!r}")
-        self.digits, self.p_scratch = digits, p_scratch
+        self.digits = check_int("digits", digits, low=1, high=9)
+        self.p_scratch = check_number("p_scratch", p_scratch, low=0.0, high=1.0)
 
     def make_example(self, rng) -> dict:
         lo, hi = 10 ** (self.digits - 1), 10**self.digits - 1

@@ -8,11 +8,15 @@ size of what they parse, so hostile or huge completions cost microseconds and ne
 
 from __future__ import annotations
 
-import difflib
+import inspect
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import datasets
+
+from rlnb.validate import MAX_POOL, check_int, closest, short
 
 MAX_COMPLETION_CHARS = 4096  # verifiers look at no more than this many characters
 
@@ -58,11 +62,44 @@ class Task:
         """``n`` rows generated from ``seed``: identical for the same seed, different for another."""
         import random
 
-        if not isinstance(n, int) or n < 1:
-            raise ValueError(f"n: expected a positive int, got {n!r}")
+        check_int("n", n, low=1, high=MAX_POOL)
+        check_seed(seed)
         rng = random.Random(f"{self.name}:{seed}")
         rows = [self.make_example(rng) for _ in range(n)]
+        for i, row in enumerate(rows[:1]):  # a custom task's rows: the loop needs string prompts and answers
+            if not isinstance(row, dict) or not all(isinstance(row.get(k), str) for k in ("prompt", "answer")):
+                raise ValueError(f"make_example: expected a dict with 'prompt' and 'answer' strings, got {short(row)}")
         return datasets.Dataset.from_list(rows)
+
+    # --- what a checkpoint keeps -----------------------------------------------------------------
+    def params(self) -> dict | None:
+        """The constructor arguments that rebuild this task, read back from the attributes of the same
+        names; None when some are not stored that way or are not plain JSON values (then a checkpoint
+        cannot rebuild the task and ``Trainer.load(..., task=...)`` must be given it)."""
+        out = {}
+        for p in list(inspect.signature(type(self).__init__).parameters.values())[1:]:
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or not hasattr(self, p.name):
+                return None
+            value = getattr(self, p.name)
+            value = str(value) if isinstance(value, Path) else value
+            try:
+                json.dumps(value, allow_nan=False)
+            except (TypeError, ValueError):
+                return None
+            out[p.name] = value
+        return out
+
+    def spec(self) -> dict:
+        """``{"name", "params"}``: what ``rlnb.tasks.from_spec`` rebuilds the task from."""
+        return {"name": self.name, "params": self.params()}
+
+    def state(self):
+        """The task's own random state (None for a deterministic task); see ``NoisyTask``."""
+        return None
+
+    def set_state(self, state) -> None:
+        if state is not None:
+            raise ValueError(f"state: task {self.name!r} has no random state, got {short(state)}")
 
     def reward(self, completion: str, answer: str) -> Reward:
         """Score one completion. Never raises on model output; a non-string scores 0."""
@@ -108,12 +145,58 @@ def names() -> list[str]:
     return sorted(_TASKS)
 
 
+def check_seed(seed) -> None:
+    """A dataset seed: an int or a string (the Trainer's pool seed is "train:<seed>")."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, str)):
+        raise TypeError(f"seed: expected an int or a string, got {short(seed)}")
+
+
 def get(name: str | Task, **kwargs) -> Task:
-    """The task called ``name`` (a ``Task`` instance passes through)."""
+    """The task called ``name`` built with ``kwargs`` (its parameters); a ``Task`` instance passes through."""
     if isinstance(name, Task):
+        if kwargs:
+            raise TypeError(f"{sorted(kwargs)[0]}: parameters go to a task name, not to a built Task ({name!r})")
         return name
+    if not isinstance(name, str):
+        raise TypeError(f"task: expected a task name (one of {names()}) or a Task, got {short(name)}")
     if name not in _TASKS:
-        close = difflib.get_close_matches(str(name), names(), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise KeyError(f"task: unknown task {name!r}; known: {names()}{hint}")
-    return _TASKS[name](**kwargs)
+        raise KeyError(f"task: unknown task {name!r}; known: {names()}{closest(name, names())}")
+    cls = _TASKS[name]
+    known = [p for p in list(inspect.signature(cls.__init__).parameters)[1:] if p not in ("args", "kwargs")]
+    for key in kwargs:
+        if key not in known:
+            raise TypeError(f"{key}: task {name!r} has no parameter {key!r}; known: {known}{closest(key, known)}")
+    return cls(**kwargs)
+
+
+def from_spec(spec, *, tokenizer=None) -> Task:
+    """The task a checkpoint describes (``Task.spec()``), wrappers (``noisy``, chat templates) included."""
+    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+        raise ValueError(f"task: expected a task spec {{'name': ..., 'params': ...}}, got {short(spec)}")
+    wrap = spec.get("wrap")
+    if wrap is not None:
+        if wrap not in WRAPPERS:
+            raise ValueError(f"task: unknown task wrapper {wrap!r}; known: {sorted(WRAPPERS)}")
+        inner = from_spec(spec.get("task"), tokenizer=tokenizer)
+        return WRAPPERS[wrap](inner, tokenizer=tokenizer, **(spec.get("params") or {}))
+    if spec.get("params") is None:
+        raise ValueError(f"task: the checkpoint cannot rebuild task {spec['name']!r} (its parameters are not "
+                         "plain values); pass the task itself: Trainer.load(directory, task=...)")
+    if not isinstance(spec["params"], dict):
+        raise ValueError(f"task: expected a dict of parameters, got {short(spec['params'])}")
+    return get(spec["name"], **spec["params"])
+
+
+def _noisy(inner, *, tokenizer=None, **params):
+    from rlnb.tasks.noise import NoisyTask
+
+    return NoisyTask(inner, **params)
+
+
+def _chat_template(inner, *, tokenizer=None, **params):
+    from rlnb.pretrained import ChatTemplateTask
+
+    return ChatTemplateTask(inner, tokenizer, **params)
+
+
+WRAPPERS = {"noisy": _noisy, "chat_template": _chat_template}  # tasks that wrap another (spec["wrap"])

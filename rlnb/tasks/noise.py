@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 
 from rlnb.tasks.base import Reward, Task, get
+from rlnb.validate import MAX_SEED, check_int, check_number, short
 
 
 class NoisyTask(Task):
@@ -25,13 +26,30 @@ class NoisyTask(Task):
 
     def __init__(self, task: str | Task, *, sigma_shared: float = 0.0, sigma_sample: float = 0.0, seed: int = 0):
         for name, s in (("sigma_shared", sigma_shared), ("sigma_sample", sigma_sample)):
-            if not isinstance(s, (int, float)) or not s >= 0:
-                raise ValueError(f"{name}: expected a number >= 0 (a standard deviation), got {s!r}")
+            check_number(name, s, low=0.0)  # a standard deviation: finite and >= 0
+        check_int("seed", seed, high=MAX_SEED)
         self.task = get(task)
         self.name = f"{self.task.name}+noise"
         self.description = f"{self.task.description} (reward noise: shared {sigma_shared}, per sample {sigma_sample})"
-        self.sigma_shared, self.sigma_sample = float(sigma_shared), float(sigma_sample)
+        self.sigma_shared, self.sigma_sample, self.seed = float(sigma_shared), float(sigma_sample), int(seed)
         self.rng = random.Random(seed)
+
+    # --- what a checkpoint keeps: the inner task, the sigmas, and where the noise stream is ---------------
+    def spec(self) -> dict:
+        return {"name": self.name, "wrap": "noisy", "task": self.task.spec(),
+                "params": {"sigma_shared": self.sigma_shared, "sigma_sample": self.sigma_sample, "seed": self.seed}}
+
+    def state(self) -> dict:
+        version, internal, gauss_next = self.rng.getstate()
+        return {"rng": [version, list(internal), gauss_next], "task": self.task.state()}
+
+    def set_state(self, state) -> None:
+        try:
+            version, internal, gauss_next = state["rng"]
+            self.rng.setstate((version, tuple(internal), gauss_next))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"state: expected NoisyTask.state()'s dict, got {short(state)} ({e})") from None
+        self.task.set_state(state.get("task"))
 
     # --- the task's own behaviour, unchanged ---------------------------------------------------------
     def dataset(self, n: int, seed: int = 0):

@@ -1,0 +1,303 @@
+"""Checkpoints that hold the whole run, so that ``run(a + b)`` equals ``run(a)`` + save + load + ``run(b)``.
+
+A checkpoint folder holds:
+
+* ``model/`` (safetensors weights and the tokenizer), ``reference/`` (the KL reference, when there is one);
+* ``state.pt``: optimizer, scheduler, every random stream, the value head (``torch.load(weights_only=True)``);
+* ``trainer.json``: the recipe, the task with its parameters and wrappers (``Task.spec()``) and the state
+  of its own random stream, a digest of the training prompts, the seed, every constructor argument
+  (``pool_size``, ``keep_records``, ``safe_update``, ``reward_on_error``), the model's dtype and device,
+  the prompt cursor, controllers, pass rates and counters;
+* ``history.jsonl``: one line of metrics per step.
+
+``save`` writes into ``<dir>.tmp`` and renames it over ``<dir>`` (the old one kept as ``<dir>.old`` until the
+new one is in place), so a kill at any moment leaves one whole checkpoint. ``load`` checks every file and
+names the one that is missing, truncated or corrupt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import torch
+
+from rlnb.validate import check_device, short
+
+FORMAT = 2
+CONSTRUCTOR_ARGS = ("pool_size", "keep_records", "safe_update", "reward_on_error")
+LOAD_OPTIONS = ("keep_records", "safe_update", "reward_on_error")  # change no number of a run that has no error
+
+
+def as_path(arg: str, value) -> Path:
+    if isinstance(value, bool) or not isinstance(value, (str, os.PathLike)) or not str(value):
+        raise TypeError(f"{arg}: expected a folder path (str or Path), got {short(value)}")
+    return Path(value).expanduser()
+
+
+def pool_digest(pool) -> str:
+    """SHA-256 of the training prompts and answers: a changed data source is noticed at load."""
+    columns = getattr(pool, "data", None)  # a datasets.Dataset: read its Arrow columns (row access is slow)
+    prompts, answers = ((columns.column("prompt").to_pylist(), columns.column("answer").to_pylist())
+                        if columns is not None else (list(pool["prompt"]), list(pool["answer"])))
+    text = json.dumps([prompts, [str(a) for a in answers]])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+# --- save --------------------------------------------------------------------------------------------
+def check_target(directory: Path) -> None:
+    """Refuse to replace a file, or a folder that holds something other than an rlnb checkpoint."""
+    if directory.exists() and not directory.is_dir():
+        raise ValueError(f"directory: {directory} is a file, expected a folder for the checkpoint")
+    if directory.is_dir() and not (directory / "trainer.json").exists() and any(directory.iterdir()):
+        raise ValueError(f"directory: {directory} holds other files and no rlnb checkpoint; refusing to replace it "
+                         "(save into a new or empty folder)")
+
+
+def save(trainer, directory) -> Path:
+    """Write ``trainer`` to ``directory`` atomically (see the module docstring)."""
+    from rlnb.models.tiny import quiet_progress
+    from rlnb.trainer_state import deferred_interrupt
+
+    directory = as_path("directory", directory)
+    check_target(directory)
+    tmp, old = directory.with_name(directory.name + ".tmp"), directory.with_name(directory.name + ".old")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    reference = trainer.ref_model is not None and _saveable(trainer.ref_model)
+    with quiet_progress():
+        trainer.model.save_pretrained(tmp / "model", safe_serialization=True)
+        if reference:  # the reference is the starting policy, not the current one
+            trainer.ref_model.save_pretrained(tmp / "reference", safe_serialization=True)
+    trainer.tokenizer.save_pretrained(tmp / "model")
+    torch.save({"optimizer": trainer.optimizer.state_dict(), "scheduler": trainer.scheduler.state_dict(),
+                "rng": trainer._rng_state(),
+                "value_head": None if trainer.value_head is None else trainer.value_head.state_dict()}, tmp / "state.pt")
+    (tmp / "trainer.json").write_text(json.dumps(_meta(trainer, reference), indent=1))
+    (tmp / "history.jsonl").write_text("".join(json.dumps(h) + "\n" for h in trainer.history))
+    with deferred_interrupt():  # killed between the renames, load() falls back to <dir>.old
+        if directory.exists():  # only then is a leftover <dir>.old stale
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(directory, old)
+        os.replace(tmp, directory)
+    shutil.rmtree(old, ignore_errors=True)
+    return directory
+
+
+def _saveable(ref_model) -> bool:
+    """A LoRA reference is the policy with its adapters off: nothing of its own to save."""
+    from rlnb.pretrained import AdaptersOff
+
+    return not isinstance(ref_model, AdaptersOff)
+
+
+def _meta(t, reference: bool) -> dict:
+    from rlnb import __version__
+
+    return {
+        "format": FORMAT, "rlnb": __version__, "recipe": t.recipe.to_dict(), "task": t.task.spec(),
+        "task_state": t.task.state(), "pool_digest": pool_digest(t.pool), "seed": t.seed,
+        "args": {"pool_size": t.pool_size, "keep_records": t.records.maxlen, "safe_update": t.safe_update,
+                 "reward_on_error": t.reward_on_error},
+        "model": {"dtype": str(t.model.dtype).removeprefix("torch."), "device": str(t.device),
+                  "training": t.model.training, "reference": reference},
+        "step_count": t.step_count, "prompts_drawn": t.prompts_drawn, "run_target": t._run_target,
+        "reward_errors": t.rewarder.errors, "controllers": [c.state() for c in t.controllers],
+        "pass_rates": None if t.pass_rates is None else t.pass_rates.state_dict(),
+    }
+
+
+# --- load --------------------------------------------------------------------------------------------
+def find(directory) -> Path:
+    """The checkpoint folder to read: ``directory``, or ``<dir>.old`` when a save was killed between renames."""
+    directory = as_path("directory", directory)
+    old = directory.with_name(directory.name + ".old")
+    if not (directory / "trainer.json").exists() and (old / "trainer.json").is_file():
+        return old  # a save was killed between its two renames: the previous checkpoint is whole
+    if directory.exists() and not directory.is_dir():
+        raise ValueError(f"directory: {directory} is a file, expected an rlnb checkpoint folder")
+    if not (directory / "trainer.json").is_file():
+        raise FileNotFoundError(f"directory: no rlnb checkpoint (trainer.json) in {directory}")
+    return directory
+
+
+def read_meta(directory: Path) -> dict:
+    path = directory / "trainer.json"
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"directory: {path} is not valid JSON ({e}); the checkpoint is truncated or corrupt") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"directory: {path} holds {type(meta).__name__}, expected an object; the checkpoint is corrupt")
+    if "format" not in meta:  # format 1 (before the whole run was kept): a task name, no arguments
+        meta = {**meta, "format": 1, "task": {"name": meta.get("task"), "params": {}}, "args": {}, "model": {}}
+    for key, kind in (("recipe", dict), ("task", dict), ("seed", int), ("step_count", int), ("prompts_drawn", int),
+                      ("args", dict), ("model", dict), ("controllers", list)):
+        if not isinstance(meta.get(key), kind) or isinstance(meta.get(key), bool):
+            raise ValueError(f"directory: {path} has {key}={short(meta.get(key))}, expected a {kind.__name__}; "
+                             "the checkpoint is corrupt")
+    if meta["format"] > FORMAT:
+        raise ValueError(f"directory: {path} was written by a newer rlnb (format {meta['format']} > {FORMAT})")
+    return meta
+
+
+def check_overrides(meta: dict, kwargs: dict) -> dict:
+    """The constructor arguments for the loaded trainer: the saved ones, with the options a load may change.
+    Anything that would make the run another run (seed, pool, task, recipe) is refused by name."""
+    from rlnb.recipe import Recipe
+
+    saved = {**meta["args"], "seed": meta["seed"]}
+    recipe_fields = set(Recipe.field_docs())
+    for key, value in kwargs.items():
+        if key in LOAD_OPTIONS:
+            continue
+        if key in recipe_fields:
+            now = meta["recipe"].get(key)
+            if value == now or (isinstance(now, list) and tuple(now) == value):
+                continue
+            raise ValueError(f"{key}: Trainer.load continues the saved run, whose recipe has {key}={now!r}; "
+                             f"it does not change it to {short(value)} (start a new Trainer for another recipe)")
+        if key in ("seed", "pool_size"):
+            if key not in saved or value == saved[key]:
+                continue
+            raise ValueError(f"{key}: Trainer.load continues the saved run, which has {key}={saved[key]!r}; "
+                             f"it does not change it to {short(value)}")
+        if key in ("recipe", "ref_model"):
+            raise ValueError(f"{key}: Trainer.load restores the saved run's {key}; it takes no other")
+        raise TypeError(f"{key}: Trainer.load takes task, device and the options {list(LOAD_OPTIONS)}, "
+                        f"got {key}={short(value)}")
+    args = {k: v for k, v in meta["args"].items() if k in CONSTRUCTOR_ARGS}
+    args.update({k: v for k, v in kwargs.items() if k in LOAD_OPTIONS})
+    return args
+
+
+def load(cls, directory, *, task=None, device=None, **kwargs):
+    """A trainer that continues exactly where ``save`` left off (see ``Trainer.load``)."""
+    from rlnb import tasks as tasks_mod
+    from rlnb.recipe import Recipe
+
+    directory = find(directory)
+    meta = read_meta(directory)
+    args = check_overrides(meta, kwargs)
+    saved_device = meta["model"].get("device", "cpu")
+    dev = check_device("device", device if device is not None else saved_device)
+    dtype = _dtype(meta["model"].get("dtype", "float32"), directory)
+    model, tokenizer = _model(directory / "model", dtype, dev)
+    the_task = _task(meta["task"], task, tokenizer, tasks_mod)
+    ref = _reference(directory, meta, dtype, dev)
+    trainer = cls(model, tokenizer, the_task, Recipe(**meta["recipe"]), seed=meta["seed"], ref_model=ref, **args)
+    if "pool_digest" in meta and pool_digest(trainer.pool) != meta["pool_digest"]:
+        raise ValueError(f"task: the training prompts of {meta['task']} differ from the saved run's (its data "
+                         "source changed?); the run cannot continue exactly")
+    _restore(trainer, directory, meta, same_device=dev.type == torch.device(saved_device).type)
+    return trainer
+
+
+def _dtype(name, directory: Path) -> torch.dtype:
+    dtype = getattr(torch, str(name), None)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"directory: {directory / 'trainer.json'} names the model dtype {short(name)}; corrupt")
+    return dtype
+
+
+def _model(path: Path, dtype, device):
+    from rlnb.models import load as load_model
+
+    if (path / "adapter_config.json").exists():
+        raise ValueError(f"directory: {path} holds LoRA adapters; Trainer.load cannot rebuild a LoRA trainer "
+                         "(load the base model with Trainer.from_pretrained and the adapters with peft)")
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"directory: the checkpoint has no model ({path / 'config.json'} is missing)")
+    try:
+        return load_model(path, dtype=dtype, device=str(device))
+    except Exception as e:  # safetensors, JSON and tokenizer errors have no common base class
+        raise ValueError(f"directory: cannot read the model in {path} ({_first_line(e)}); the checkpoint is "
+                         "truncated or corrupt") from e
+
+
+def _task(spec: dict, given, tokenizer, tasks_mod):
+    if given is None:
+        return tasks_mod.from_spec(spec, tokenizer=tokenizer)
+    given = tasks_mod.get(given)
+    same = given.spec() == spec or (spec.get("params") is None and given.name == spec.get("name"))
+    if not same:
+        raise ValueError(f"task: the saved run is on {spec}, got {given.spec()}; Trainer.load does not change "
+                         "a run's task")
+    return given
+
+
+def _reference(directory: Path, meta: dict, dtype, device):
+    path = directory / "reference"
+    if not meta["model"].get("reference", path.exists()):
+        return None
+    from transformers import AutoModelForCausalLM  # weights only: the tokenizer lives in model/
+
+    from rlnb.models.tiny import quiet_progress
+
+    try:
+        with quiet_progress():
+            ref = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, use_safetensors=True)
+    except Exception as e:
+        raise ValueError(f"directory: cannot read the reference model in {path} ({_first_line(e)}); the "
+                         "checkpoint is truncated or corrupt") from e
+    return ref.to(device).eval().requires_grad_(False)
+
+
+def _restore(t, directory: Path, meta: dict, same_device: bool) -> None:
+    from rlnb.trainer_state import hash_seed
+
+    path = directory / "state.pt"
+    try:
+        state = torch.load(path, weights_only=True, map_location="cpu")
+        t.optimizer.load_state_dict(state["optimizer"])
+        t.scheduler.load_state_dict(state["scheduler"])
+        if state["value_head"] is not None:
+            t.value_head.load_state_dict(state["value_head"])
+    except FileNotFoundError:
+        raise FileNotFoundError(f"directory: the checkpoint has no {path}") from None
+    except Exception as e:  # torch's truncated-zip, unpickling and state-dict errors differ by version
+        raise ValueError(f"directory: cannot read {path} ({_first_line(e)}); the checkpoint is truncated or "
+                         "corrupt") from e
+    for name, s in state.get("rng", {}).items():
+        if name not in t.generators:
+            continue
+        if same_device or t.generators[name].device.type == "cpu":
+            t.generators[name].set_state(s)
+        else:  # another device's stream cannot be carried over: a fresh one (the run is no longer bit-exact)
+            t.generators[name].manual_seed(hash_seed(t.seed, f"{name}@{meta['step_count']}"))
+    t.step_count, t._run_target, t.prompts_drawn = meta["step_count"], meta.get("run_target"), meta["prompts_drawn"]
+    t.rewarder.errors = meta.get("reward_errors", 0)
+    for ctl, value in zip(t.controllers, meta["controllers"]):
+        ctl.set(value)
+    if meta.get("pass_rates") is not None:
+        t.pass_rates.load_state_dict(meta["pass_rates"])
+    if meta.get("task_state") is not None:
+        t.task.set_state(meta["task_state"])
+    t.model.train(meta["model"].get("training", False))
+    t.history = read_history(directory / "history.jsonl", meta["step_count"])
+
+
+def read_history(path: Path, steps: int) -> list[dict]:
+    if not path.is_file():
+        raise FileNotFoundError(f"directory: the checkpoint has no {path}")
+    history = []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            history.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"directory: {path} line {i} is not valid JSON ({e.msg}); the checkpoint is "
+                             "truncated or corrupt") from None
+    if len(history) != steps:
+        raise ValueError(f"directory: {path} holds {len(history)} steps, trainer.json says {steps}; the "
+                         "checkpoint is corrupt")
+    return history
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0][:200]}" if text else type(e).__name__
