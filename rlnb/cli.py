@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import sys
 import time
 from pathlib import Path
 
 from rlnb.recipe import Recipe
+from rlnb.validate import MAX_COUNT, MAX_SEED, short
 
 
 def _add_recipe_flags(p: argparse.ArgumentParser) -> None:
@@ -45,20 +47,24 @@ def _converter(f: dataclasses.Field):
     return type(f.default)
 
 
-def _int_at_least(low: int):
-    """An argparse type: an int >= ``low``, with a message that says so."""
+def _int_at_least(low: int, high: int = MAX_COUNT):
+    """An argparse type: an int in [``low``, ``high``], with a message that says so."""
 
     def convert(text: str) -> int:
-        value = int(text)
-        if value < low:
-            raise argparse.ArgumentTypeError(f"expected an int >= {low}, got {value}")
+        try:
+            value = int(text)
+        except ValueError:  # argparse words it "invalid <name> value: '...'"
+            raise argparse.ArgumentTypeError(f"expected an int >= {low}, got {short(text)}") from None
+        if not low <= value <= high:
+            bound = f">= {low}" if value < low else f"in [{low}, {high}]"
+            raise argparse.ArgumentTypeError(f"expected an int {bound}, got {short(value)}")
         return value
 
     convert.__name__ = "non-negative int" if low == 0 else "positive int"
     return convert
 
 
-_non_negative, _positive = _int_at_least(0), _int_at_least(1)
+_non_negative, _positive, _seed = _int_at_least(0), _int_at_least(1), _int_at_least(0, MAX_SEED)
 
 
 def _overrides(args) -> dict:
@@ -88,20 +94,39 @@ def cmd_info(args) -> int:
     return 0
 
 
+def model_source(text: str, flag: str = "--model") -> str:
+    """A Hugging Face name, or a local folder: a model folder, an rlnb checkpoint, or an ``rlnb train`` run
+    folder (their ``model/`` inside). A path that does not exist, or is a file, is refused here, before any
+    download is tried."""
+    path = Path(text).expanduser()
+    for candidate in (path, path / "model", path / "checkpoint" / "model"):
+        if (candidate / "config.json").is_file():
+            return str(candidate)
+    looks_local = path.exists() or text.startswith((".", "/", "~")) or text.count("/") > 1 or "\\" in text
+    if path.is_file():
+        raise ValueError(f"{flag}: {text} is a file, expected a model folder (with config.json) or a Hub name")
+    if looks_local:
+        what = "has no config.json" if path.is_dir() else "does not exist"
+        raise FileNotFoundError(f"{flag}: the folder {text} {what}; expected a model folder, a checkpoint or a run")
+    return text
+
+
 def _model(args):
     from rlnb.models import load, load_default
 
-    return load(args.model) if args.model else load_default()
+    return load(model_source(args.model)) if args.model else load_default()
 
 
 def cmd_eval(args) -> int:
     from rlnb import tasks
     from rlnb.evaluate import evaluate
 
+    the_tasks = {name: tasks.get(name) for name in args.task}  # unknown names fail before the model loads
+    if args.json:
+        check_output_file("--json", Path(args.json))
     model, tok = _model(args)
     out = {}
-    for name in args.task:
-        task = tasks.get(name)
+    for name, task in the_tasks.items():
         g = evaluate(model, tok, task, n=args.n, greedy=True, max_new_tokens=args.max_new_tokens)
         s = evaluate(model, tok, task, n=args.n, greedy=False, k=args.k, max_new_tokens=args.max_new_tokens)
         out[name] = {"greedy_pass@1": g["pass@1"], "sampled_pass@1": s["pass@1"], f"pass@{args.k}": s[f"pass@{args.k}"]}
@@ -110,6 +135,13 @@ def cmd_eval(args) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return 0
+
+
+def check_output_file(flag: str, path: Path) -> None:
+    if path.is_dir():
+        raise ValueError(f"{flag}: {path} is a folder, expected a file name")
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"{flag}: the folder {path.parent} does not exist")
 
 
 def cmd_train(args) -> int:
@@ -127,14 +159,27 @@ def cmd_bench(args) -> int:
     return bench_main(args.rest)
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse without abbreviations (``--step 30`` is an error, not ``--steps 30``) whose errors are one
+    line on stderr with exit code 2."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="rlnb", description="Reinforcement learning for LLM reasoning, step by step.")
-    sub = ap.add_subparsers(dest="command", required=True)
+    ap = Parser(prog="rlnb", description="Reinforcement learning for LLM reasoning, step by step.")
+    sub = ap.add_subparsers(dest="command", required=True, parser_class=Parser)
     sub.add_parser("info", help="versions, device, whether Triton can run").set_defaults(fn=cmd_info)
 
     ev = sub.add_parser("eval", help="greedy and sampled pass@1 (and pass@k) on held-out prompts")
     ev.add_argument("--task", nargs="+", default=["add", "countdown"])
-    ev.add_argument("--model", help="a checkpoint folder or Hugging Face model (default: the embedded default)")
+    ev.add_argument("--model", help="a model folder, checkpoint, run folder or Hugging Face name (default: the "
+                                    "embedded default)")
     ev.add_argument("--n", type=_positive, default=500)
     ev.add_argument("--k", type=_positive, default=8)
     ev.add_argument("--max-new-tokens", type=_positive, default=32)
@@ -142,21 +187,27 @@ def build_parser() -> argparse.ArgumentParser:
     ev.set_defaults(fn=cmd_eval)
 
     tr = sub.add_parser("train", help="train a recipe on a task; writes metrics.jsonl, a checkpoint and report.html")
-    tr.add_argument("--recipe", default="grpo")
-    tr.add_argument("--task", default="add")
-    tr.add_argument("--steps", type=_non_negative, default=200)
-    tr.add_argument("--seed", type=int, default=0)
-    tr.add_argument("--out", type=Path, default=None, help="output folder (default runs/<recipe>-<task>-<time>)")
+    run = tr.add_argument_group("what the run is (refused with --resume: a saved run keeps its own)")
+    run.add_argument("--recipe", default=None, help="a recipe name (default grpo)")
+    run.add_argument("--task", default=None, help="a task name (default add)")
+    run.add_argument("--seed", type=_seed, default=None, help="random seed (default 0)")
+    run.add_argument("--model", help="a Hugging Face model name or folder (default: the embedded default)")
+    run.add_argument("--dtype", default=None, help="with --model: weights dtype (default bf16 on CUDA, fp32 on CPU)")
+    run.add_argument("--gradient-checkpointing", action="store_true", default=None,
+                     help="with --model: recompute activations")
+    run.add_argument("--chat-template", action="store_true", default=None,
+                     help="with --model: wrap prompts in its chat template")
+    run.add_argument("--reward-on-error", choices=["raise", "zero"], default=None,
+                     help="a reward function that raises or returns None/NaN: stop (raise, the default) or score it "
+                          "0 and count it")
+    run.add_argument("--out", type=Path, default=None, help="output folder (default runs/<recipe>-<task>-<time>)")
+    run.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
     tr.add_argument("--resume", type=Path, help="continue the run saved in this folder")
-    tr.add_argument("--model", help="a Hugging Face model name or folder (default: the embedded default)")
-    tr.add_argument("--dtype", default=None, help="with --model: weights dtype (default bf16 on CUDA, fp32 on CPU)")
-    tr.add_argument("--gradient-checkpointing", action="store_true", help="with --model: recompute activations")
-    tr.add_argument("--chat-template", action="store_true", help="with --model: wrap prompts in its chat template")
+    tr.add_argument("--steps", type=_non_negative, default=None,
+                    help="total steps of the run (default 200; with --resume: the saved run's own target)")
     tr.add_argument("--save-every", type=_non_negative, default=25, help="checkpoint every N steps (0: only at the end)")
     tr.add_argument("--eval-n", type=_non_negative, default=200,
                     help="held-out prompts for greedy pass@1 before/after (0: skip)")
-    tr.add_argument("--reward-on-error", choices=["raise", "zero"], default="raise",
-                    help="a reward function that raises or returns None/NaN: stop (raise) or score it 0 and count it")
     tr.add_argument("--no-progress", action="store_true")
     _add_recipe_flags(tr)
     tr.set_defaults(fn=cmd_train)
@@ -167,7 +218,34 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+# An error that starts with the argument's name ("steps: expected ...", "--resume: ...", "filters[0]: ...",
+# "Batch.rewards: ...") is rlnb's report of a bad input; any other ValueError/TypeError/KeyError is a bug.
+_NAMED = re.compile(r"^-{0,2}[A-Za-z_][\w.\-]*(\[[^\]]*\])*(\.\w+)*: ")
+
+
+def user_error(e: BaseException) -> bool:
+    """Whether ``e`` is the user's to fix (one line, exit 2) rather than a bug (a traceback)."""
+    from rlnb.stages import RewardFunctionError
+
+    if isinstance(e, (OSError, RewardFunctionError, torch_oom())):  # files, network, memory, a reward function
+        return True
+    return isinstance(e, (ValueError, TypeError, KeyError)) and bool(_NAMED.match(message(e)))
+
+
+def torch_oom() -> type:
+    import torch
+
+    return getattr(torch, "OutOfMemoryError", MemoryError)
+
+
+def message(e: BaseException) -> str:
+    text = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+    return " ".join(str(text).split()) or type(e).__name__
+
+
 def main(argv=None) -> int:
+    """Run one command. A user's mistake ends in one line ``rlnb: error: ...`` on stderr and exit code 2;
+    Ctrl-C in exit code 130; anything else (a bug) keeps its traceback."""
     args = build_parser().parse_args(argv)
     t0 = time.time()
     try:
@@ -175,6 +253,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print(f"interrupted after {time.time() - t0:.0f} s", file=sys.stderr)
         return 130
-    except (ValueError, KeyError, TypeError, FileNotFoundError) as e:
-        print(f"rlnb: error: {e}", file=sys.stderr)
+    except Exception as e:
+        if not user_error(e):
+            raise
+        text = message(e)
+        print(f"rlnb: error: {text if len(text) <= 600 else text[:600] + ' ...'}", file=sys.stderr)
         return 2

@@ -210,7 +210,8 @@ def from_pretrained(trainer_cls, name_or_path: str | Path, *, task="add", recipe
                     lora_target_modules="all-linear", chat_template: bool = False,
                     system_prompt: str | None = None, safe_update: bool | None = None, **overrides):
     """A ``Trainer`` on the causal LM at ``name_or_path`` (a local folder works offline). See the module
-    docstring for what each option does; ``overrides`` are recipe fields (``lr=1e-6``, ...).
+    docstring for what each option does; ``overrides`` are recipe fields (``lr=1e-6``, ...) and the
+    Trainer's ``pool_size``, ``keep_records`` and ``reward_on_error``.
 
     ``safe_update`` (undo a failed update from a snapshot of weights and optimizer) defaults to True only
     for models under ``SAFE_UPDATE_MAX_PARAMS`` parameters: the snapshot costs about 3x the model's memory.
@@ -225,6 +226,7 @@ def from_pretrained(trainer_cls, name_or_path: str | Path, *, task="add", recipe
         if ac == torch.float32:
             raise ValueError("autocast: expected a half-precision dtype ('bf16' or 'fp16'), got fp32")
         enable_autocast(model, ac)
+    trainer_kw = {k: overrides.pop(k) for k in ("pool_size", "keep_records", "reward_on_error") if k in overrides}
     rec = recipes_mod.get(recipe, **overrides)
     ref_model = None
     if lora_r:
@@ -236,4 +238,5 @@ def from_pretrained(trainer_cls, name_or_path: str | Path, *, task="add", recipe
         the_task = ChatTemplateTask(the_task, tokenizer, system_prompt=system_prompt)
     if safe_update is None:
         safe_update = sum(p.numel() for p in model.parameters()) <= SAFE_UPDATE_MAX_PARAMS
-    return trainer_cls(model, tokenizer, the_task, rec, seed=seed, ref_model=ref_model, safe_update=safe_update)
+    return trainer_cls(model, tokenizer, the_task, rec, seed=seed, ref_model=ref_model, safe_update=safe_update,
+                       **trainer_kw)

@@ -82,4 +82,4 @@ def test_resume_refuses_recipe_changes(tmp_path, capsys):
     assert main(["train", "--resume", str(out), "--lr", "0.1", "--no-progress"]) == 2
     assert "--resume" in capsys.readouterr().err
     assert main(["train", "--resume", str(tmp_path / "nothing"), "--no-progress"]) == 2
-    assert "directory" in capsys.readouterr().err
+    assert "--resume: no such folder" in capsys.readouterr().err

@@ -174,7 +174,7 @@ def format_table(res: dict) -> str:
 
 
 def parse(argv):
-    p = argparse.ArgumentParser(prog="rlnb bench loss", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="rlnb bench loss", description=__doc__.split("\n")[0], allow_abbrev=False)
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--entropy", choices=VV.MODES, default="grad", help="none / metric / grad")
     p.add_argument("--B", type=int, default=None, help="sequences (CPU default 2)")

@@ -19,7 +19,7 @@ from rlnb.cli import _add_recipe_flags, _overrides
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="launch_trl", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="launch_trl", description=__doc__.split("\n\n")[0], allow_abbrev=False)
     p.add_argument("--recipe", default="grpo")
     p.add_argument("--task", default="add")
     p.add_argument("--model", default=None, help="a Hugging Face model name or folder (default: the embedded default)")
