@@ -177,7 +177,6 @@ def check_overrides(meta: dict, kwargs: dict) -> dict:
 def load(cls, directory, *, task=None, device=None, **kwargs):
     """A trainer that continues exactly where ``save`` left off (see ``Trainer.load``)."""
     from rlnb import tasks as tasks_mod
-    from rlnb.recipe import Recipe
 
     directory = find(directory)
     meta = read_meta(directory)
@@ -188,12 +187,23 @@ def load(cls, directory, *, task=None, device=None, **kwargs):
     model, tokenizer = _model(directory / "model", dtype, dev)
     the_task = _task(meta["task"], task, tokenizer, tasks_mod)
     ref = _reference(directory, meta, dtype, dev)
-    trainer = cls(model, tokenizer, the_task, Recipe(**meta["recipe"]), seed=meta["seed"], ref_model=ref, **args)
+    trainer = cls(model, tokenizer, the_task, _recipe(meta["recipe"], directory), seed=meta["seed"], ref_model=ref,
+                  **args)
     if "pool_digest" in meta and pool_digest(trainer.pool) != meta["pool_digest"]:
         raise ValueError(f"task: the training prompts of {meta['task']} differ from the saved run's (its data "
                          "source changed?); the run cannot continue exactly")
     _restore(trainer, directory, meta, same_device=dev.type == torch.device(saved_device).type)
     return trainer
+
+
+def _recipe(fields: dict, directory: Path):
+    from rlnb.recipe import Recipe
+
+    unknown = sorted(set(fields) - set(Recipe.field_docs()))
+    if unknown:
+        raise ValueError(f"directory: {directory / 'trainer.json'} has recipe fields this rlnb does not know: "
+                         f"{unknown}")
+    return Recipe(**fields)  # checked like any recipe: a bad saved value is named
 
 
 def _dtype(name, directory: Path) -> torch.dtype:

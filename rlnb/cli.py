@@ -64,6 +64,14 @@ def _int_at_least(low: int, high: int = MAX_COUNT):
     return convert
 
 
+def _folder(text: str) -> Path:
+    """An argparse type: a non-empty path ('' would mean the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a folder path, got {text!r}")
+    return Path(text).expanduser()
+
+
+_folder.__name__ = "folder"
 _non_negative, _positive, _seed = _int_at_least(0), _int_at_least(1), _int_at_least(0, MAX_SEED)
 
 
@@ -200,9 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--reward-on-error", choices=["raise", "zero"], default=None,
                      help="a reward function that raises or returns None/NaN: stop (raise, the default) or score it "
                           "0 and count it")
-    run.add_argument("--out", type=Path, default=None, help="output folder (default runs/<recipe>-<task>-<time>)")
+    run.add_argument("--out", type=_folder, default=None, help="output folder (default runs/<recipe>-<task>-<time>)")
     run.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
-    tr.add_argument("--resume", type=Path, help="continue the run saved in this folder")
+    tr.add_argument("--resume", type=_folder, help="continue the run saved in this folder")
     tr.add_argument("--steps", type=_non_negative, default=None,
                     help="total steps of the run (default 200; with --resume: the saved run's own target)")
     tr.add_argument("--save-every", type=_non_negative, default=25, help="checkpoint every N steps (0: only at the end)")

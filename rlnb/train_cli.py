@@ -108,7 +108,7 @@ def _greedy(trainer, n: int):
 
 # --- the door: every flag and path is checked before anything is built, trained or written ----------------
 def check_resume_flags(args, overrides: dict) -> None:
-    given = [f for f in RUN_FLAGS if getattr(args, f, None) not in (None, False)]
+    given = [f for f in RUN_FLAGS if getattr(args, f, None) is not None and getattr(args, f) is not False]
     if given or overrides:
         flag = f"--{given[0].replace('_', '-')}" if given else f"--{sorted(overrides)[0].replace('_', '-')}"
         raise ValueError(f"{flag}: not with --resume (the saved run keeps its own recipe, task, seed, model and "
@@ -118,7 +118,7 @@ def check_resume_flags(args, overrides: dict) -> None:
 def check_new_run_flags(args) -> None:
     if not args.model:
         for f in MODEL_FLAGS:
-            if getattr(args, f, None) not in (None, False):
+            if getattr(args, f, None) is not None and getattr(args, f) is not False:
                 raise ValueError(f"--{f.replace('_', '-')}: only with --model (the embedded default is fp32 on the CPU)")
 
 

@@ -65,9 +65,13 @@ def quiet_progress():
 
 def load(name_or_path: str | Path = DEFAULT_DIR, *, dtype: torch.dtype = torch.float32, device: str = "cpu"):
     """``(model, tokenizer)`` for any Hugging Face causal LM name or local folder (safetensors only)."""
-    with quiet_progress():
-        model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype, use_safetensors=True)
-        tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+    try:
+        with quiet_progress():
+            model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype, use_safetensors=True)
+            tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+    except OSError as e:  # not found, offline, no safetensors: name what could not be loaded, in one line
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise OSError(f"model: cannot load {str(name_or_path)!r}: {first}") from e
     if tokenizer.pad_token is None:  # many chat models ship without one; EOS is the usual stand-in
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
