@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from rlnb import kernels
 from rlnb.generate import position_ids
+from rlnb.validate import check_model_inputs
 
 
 class PolicyOut(NamedTuple):
@@ -45,6 +46,7 @@ def completion_logits(model, prompt_ids, prompt_mask, completion_ids, mask, *, f
     With ``fp32_lm_head`` the final projection runs in fp32 (MiniMax-M1, ScaleRL) to shrink the
     numerical mismatch between rollout and training. A value head reads the same hidden states.
     """
+    check_model_inputs(model, prompt_ids=prompt_ids, completion_ids=completion_ids)
     T = completion_ids.shape[1]
     if not fp32_lm_head and value_head is None:
         ids, attn, pos = lm_inputs(prompt_ids, prompt_mask, completion_ids, mask)

@@ -11,6 +11,8 @@ import inspect
 
 import torch
 
+from rlnb.validate import check_model_inputs
+
 
 def top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     """Keep the smallest set of tokens whose probability reaches ``top_p``; the rest get -inf.
@@ -66,6 +68,7 @@ def sample(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, max_ne
         raise ValueError(f"temperature: expected a number > 0, got {temperature!r}")
     if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens: expected a positive int, got {max_new_tokens!r}")
+    check_model_inputs(model, prompt_ids=prompt_ids)
     if prompt_ids.dim() != 2 or prompt_mask.shape != prompt_ids.shape:
         raise ValueError(f"prompt_ids, prompt_mask: expected equal (B, Tp) shapes, got {tuple(prompt_ids.shape)} "
                          f"and {tuple(prompt_mask.shape)}")

@@ -28,12 +28,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
+from rlnb.validate import check_token_ids
+
 CHUNK_ELEMENTS = 1 << 20  # fp32 elements per temporary (4 MB): several fit in a CPU's last-level cache
 CUDA_CHUNK_ELEMENTS = 1 << 25  # on a GPU, launches cost more than cache misses: 128 MB temporaries
 
 
-def check_inputs(logits: torch.Tensor, targets: torch.Tensor, temperature: float) -> None:
-    """Raise a clear error for inputs every backend rejects."""
+def check_inputs(logits: torch.Tensor, targets: torch.Tensor, temperature: float, vocab_size: int | None = None) -> None:
+    """Raise a clear error for inputs every backend rejects (``vocab_size``: V when ``logits`` stands in)."""
     if not isinstance(logits, torch.Tensor) or not logits.is_floating_point() or logits.dim() < 1:
         raise TypeError(f"logits: expected a floating-point tensor (..., V), got {type(logits).__name__}"
                         f" {getattr(logits, 'dtype', '')}")
@@ -44,6 +46,7 @@ def check_inputs(logits: torch.Tensor, targets: torch.Tensor, temperature: float
                          f"got {tuple(targets.shape)}")
     if not temperature > 0:
         raise ValueError(f"temperature: expected a positive number, got {temperature}")
+    check_token_ids("targets", targets, logits.shape[-1] if vocab_size is None else vocab_size)
 
 
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, *, temperature: float = 1.0,

@@ -117,6 +117,24 @@ def _check_names(r) -> None:
                          f"expected topk_logprobs >= 1, got {r.topk_logprobs}")
 
 
+def check_fields(aliases: dict | None = None, **values) -> None:
+    """Stage and optimizer arguments that carry a Recipe field, checked against that field's declared kind
+    and range (one declaration for both); ``aliases`` maps an argument to its field (``topk`` ->
+    ``topk_logprobs``). The message names the argument."""
+    kinds = {f.name: str(f.type) for f in dataclasses.fields(_recipe_cls())}
+    for arg, value in values.items():
+        field = (aliases or {}).get(arg, arg)
+        check_kind(arg, value, kinds[field])
+        if field in RANGES and value is not None:
+            check_range(arg, value, RANGES[field])
+
+
+def _recipe_cls():
+    from rlnb.recipe import Recipe
+
+    return Recipe
+
+
 def needs_groups(estimator) -> bool:
     """Whether an advantage estimator gives every singleton group (G = 1) a zero advantage: then it needs
     G >= 2 to learn anything. Probed on distinct rewards, so no estimator name is consulted."""
@@ -266,6 +284,16 @@ def check_token_ids(arg: str, ids: torch.Tensor, vocab_size: int) -> None:
         rows = torch.nonzero(bad.reshape(bad.shape[0], -1).any(-1)).flatten()[:10].tolist() if ids.dim() else []
         raise ValueError(f"{arg}: expected token ids in [0, {vocab_size}) (the model's vocabulary), got "
                          f"{int(ids[bad][0])} in rows {rows}")
+
+
+def check_model_inputs(model, **ids) -> None:
+    """Token-id tensors handed to ``model``: tensors of integers inside its vocabulary (on the CPU; see
+    ``check_token_ids``)."""
+    table = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else model.get_output_embeddings()
+    vocab = table.weight.shape[0]                                      # (a LoRA reference has only the latter)
+    for arg, x in ids.items():
+        check_tensor(arg, x, dim=2, floating=False)
+        check_token_ids(arg, x, vocab)
 
 
 def check_device(arg: str, device) -> torch.device:

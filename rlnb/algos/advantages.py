@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from rlnb.algos.registry import Registry
+from rlnb.validate import check_same_device, check_tensor
 
 ADVANTAGES = Registry("advantage estimator")
 
@@ -24,11 +25,17 @@ def _as_float(x: torch.Tensor) -> torch.Tensor:
     return x if x.is_floating_point() else x.float()
 
 
+def check_group_size(group_size) -> None:
+    if not isinstance(group_size, int) or isinstance(group_size, bool) or group_size < 1:
+        raise (TypeError if not isinstance(group_size, int) else ValueError)(
+            f"group_size: expected a positive int (G), got {group_size!r}")
+
+
 def _groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
-    """View ``(B,)`` rewards as ``(P, G)``."""
-    if not isinstance(group_size, int) or group_size < 1:
-        raise ValueError(f"group_size: expected a positive int, got {group_size!r}")
-    if rewards.dim() != 1 or rewards.numel() % group_size:
+    """View ``(B,)`` rewards as ``(P, G)``, after checking them: a finite 1-D tensor of whole groups."""
+    check_tensor("rewards", rewards, finite=True)
+    check_group_size(group_size)
+    if rewards.dim() != 1 or rewards.numel() % group_size or not rewards.numel():
         raise ValueError(
             f"rewards: expected a 1-D tensor whose length is a multiple of group_size={group_size}, "
             f"got shape {tuple(rewards.shape)}"
@@ -181,6 +188,9 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, *, gamm
     >>> adv, ret
     (tensor([[0.5000, 0.5000]]), tensor([[1., 1.]]))
     """
+    for name, x in (("rewards", rewards), ("values", values), ("mask", mask)):
+        check_tensor(name, x, finite=name != "mask")
+    check_same_device(rewards=rewards, values=values, mask=mask)
     if not (rewards.shape == values.shape == mask.shape) or rewards.dim() != 2:
         raise ValueError(f"rewards, values, mask: expected equal (B, T) shapes, got {tuple(rewards.shape)}, "
                          f"{tuple(values.shape)}, {tuple(mask.shape)}")

@@ -25,6 +25,11 @@ def entropy_bonus(entropy: torch.Tensor, mask: torch.Tensor,
     >>> entropy_bonus(torch.tensor([[1.0, 3.0]]), torch.ones(1, 2), entropy_coef=0.01)
     tensor(-0.0200)
     """
+    from rlnb.validate import check_number
+
+    check_number("entropy_coef", entropy_coef)
+    if not callable(aggregate):
+        raise TypeError(f"aggregate: expected an aggregation fn(loss, mask), got {aggregate!r}")
     return -entropy_coef * aggregate(entropy, mask)
 
 
@@ -49,6 +54,11 @@ class EntropyThermostat:
 
     def __init__(self, target: float = 0.2, *, coef: float = 0.0, delta: float = 1e-4,
                  coef_min: float = 0.0, coef_max: float = 0.005, gate: bool = True):
+        from rlnb.validate import check_number
+
+        for name, v in (("target", target), ("coef", coef), ("delta", delta), ("coef_min", coef_min),
+                        ("coef_max", coef_max)):
+            check_number(name, v)
         if not coef_min <= coef <= coef_max or delta < 0:
             raise ValueError(f"coef: expected coef_min <= coef <= coef_max and delta >= 0, got "
                              f"coef={coef}, coef_min={coef_min}, coef_max={coef_max}, delta={delta}")
@@ -57,7 +67,9 @@ class EntropyThermostat:
 
     def update(self, entropy: float) -> float:
         """Feed this step's mean entropy; returns alpha_k for this step's loss, then moves c."""
-        e = float(entropy)
+        from rlnb.validate import check_number
+
+        e = check_number("entropy", entropy)  # a NaN would freeze the coefficient without a word
         alpha = self.coef if (e <= self.target or not self.gate) else 0.0
         step = self.delta if e < self.target else (-self.delta if e > self.target else 0.0)
         # round away float dust (0.015 - 0.01 = 0.004999...) so logged coefficients read cleanly

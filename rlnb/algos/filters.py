@@ -25,13 +25,16 @@ from collections.abc import Hashable, Iterable
 import torch
 
 from rlnb.algos.registry import Registry
+from rlnb.validate import check_tensor
 
 FILTERS = Registry("filter")
 
 
 def _per_group(x: torch.Tensor, group_size: int, name: str) -> torch.Tensor:
-    if not isinstance(group_size, int) or group_size < 1:
-        raise ValueError(f"group_size: expected a positive int, got {group_size!r}")
+    from rlnb.algos.advantages import check_group_size
+
+    check_tensor(name, x, finite=True)
+    check_group_size(group_size)
     if x.dim() != 1 or x.numel() % group_size:
         raise ValueError(f"{name}: expected a 1-D tensor whose length is a multiple of group_size="
                          f"{group_size}, got shape {tuple(x.shape)}")

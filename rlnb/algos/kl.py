@@ -11,8 +11,18 @@ from __future__ import annotations
 import torch
 
 from rlnb.algos.registry import Registry
+from rlnb.validate import check_number, check_same_device, check_tensor
 
 KL_ESTIMATORS = Registry("KL estimator")
+
+
+def _check_pair(logp: torch.Tensor, ref_logp: torch.Tensor) -> None:
+    """Both finite float tensors of one shape on one device."""
+    for name, x in (("logp", logp), ("ref_logp", ref_logp)):
+        check_tensor(name, x, floating=True, finite=True)
+    check_same_device(logp=logp, ref_logp=ref_logp)
+    if logp.shape != ref_logp.shape:
+        raise ValueError(f"ref_logp: expected the shape of logp {tuple(logp.shape)}, got {tuple(ref_logp.shape)}")
 
 
 @KL_ESTIMATORS.register("k1")
@@ -22,6 +32,7 @@ def k1(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     >>> k1(torch.tensor([0.0, 1.0]), torch.tensor([0.0, 2.0]))
     tensor([ 0., -1.])
     """
+    _check_pair(logp, ref_logp)
     return logp - ref_logp
 
 
@@ -33,6 +44,7 @@ def k2(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     >>> k2(torch.tensor([0.0, 1.0]), torch.tensor([0.0, 3.0]))
     tensor([0., 2.])
     """
+    _check_pair(logp, ref_logp)
     return (logp - ref_logp) ** 2 / 2
 
 
@@ -44,6 +56,7 @@ def k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     >>> k3(torch.tensor([0.0, 1.0]), torch.tensor([0.0, 0.0]))
     tensor([0.0000, 0.3679])
     """
+    _check_pair(logp, ref_logp)
     d = logp - ref_logp
     return torch.exp(-d) + d - 1
 
@@ -74,6 +87,12 @@ def kl_penalized_rewards(rewards: torch.Tensor, logp: torch.Tensor, ref_logp: to
     ...                      torch.tensor([[1., 1., 0.]]), kl_coef=0.1)
     tensor([0.9000])
     """
+    check_tensor("rewards", rewards, dim=1, finite=True)
+    check_number("kl_coef", kl_coef)
+    if mask.shape != logp.shape or logp.dim() != 2 or logp.shape[0] != rewards.shape[0]:
+        raise ValueError(f"mask: expected (B, T) = {(rewards.shape[0], 'T')} like logp {tuple(logp.shape)}, "
+                         f"got {tuple(mask.shape)}")
+    _check_pair(logp, ref_logp)
     kl = ((logp - ref_logp) * mask.to(logp.dtype)).sum(-1)             # (B,)
     return (rewards - kl_coef * kl).detach()
 
@@ -93,13 +112,16 @@ class AdaptiveKLController:
     """
 
     def __init__(self, target: float, horizon: int, *, beta: float = 0.2, max_error: float = 0.2):
-        if target <= 0 or horizon <= 0 or beta < 0:
-            raise ValueError(f"target and horizon must be > 0 and beta >= 0, got target={target}, "
-                             f"horizon={horizon}, beta={beta}")
+        check_number("target", target, low=0.0, low_open=True)
+        check_number("horizon", horizon, low=0.0, low_open=True)
+        check_number("beta", beta, low=0.0)
+        check_number("max_error", max_error, low=0.0)
         self.target, self.horizon, self.beta, self.max_error = target, horizon, beta, max_error
 
     def update(self, observed_kl: float, n_steps: int) -> float:
         """Feed the observed mean KL of the last batch and its size; returns the new beta."""
+        check_number("observed_kl", observed_kl)  # a NaN would make every later beta NaN
+        check_number("n_steps", n_steps, low=0.0)
         error = min(max(float(observed_kl) / self.target - 1, -self.max_error), self.max_error)
         self.beta *= 1 + error * n_steps / self.horizon
         return self.beta

@@ -32,6 +32,7 @@ from typing import NamedTuple
 import torch
 
 from rlnb.algos.registry import Registry
+from rlnb.validate import check_same_device, check_tensor
 
 POLICY_LOSSES = Registry("policy loss")
 
@@ -57,13 +58,27 @@ def _token_adv(adv: torch.Tensor, logp: torch.Tensor) -> torch.Tensor:
 
 
 def _prepare(logp, old_logp, adv, mask) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Check shapes; return (A (B, T) detached, m (B, T) float mask, valid (B, T) bool)."""
+    """Check types, shapes, devices, finiteness and the 0/1 mask; return (A (B, T) detached, m (B, T)
+    float mask, valid (B, T) bool)."""
+    for name, x in (("logp", logp), ("old_logp", old_logp)):
+        check_tensor(name, x, floating=True, finite=True)
+    check_tensor("adv", adv, finite=True)
+    check_mask(mask)
+    check_same_device(logp=logp, old_logp=old_logp, adv=adv, mask=mask)
     if logp.dim() != 2 or old_logp.shape != logp.shape or mask.shape != logp.shape:
         raise ValueError(f"logp, old_logp, mask: expected equal (B, T) shapes, got {tuple(logp.shape)}, "
                          f"{tuple(old_logp.shape)}, {tuple(mask.shape)}")
     if adv.shape not in (logp.shape[:1], logp.shape):
         raise ValueError(f"adv: expected shape (B,) or (B, T) = {tuple(logp.shape)}, got {tuple(adv.shape)}")
     return _token_adv(adv, logp).detach(), mask.to(logp.dtype), mask.bool()
+
+
+def check_mask(mask, arg: str = "mask") -> None:
+    """A tensor of 0s and 1s (bool, int or float)."""
+    check_tensor(arg, mask)
+    if mask.numel() and not bool(((mask == 0) | (mask == 1)).all()):
+        raise ValueError(f"{arg}: expected 0/1 values (1 on tokens in the loss), got others such as "
+                         f"{mask[(mask != 0) & (mask != 1)].flatten()[0].item()}")
 
 
 def _none(valid: torch.Tensor) -> torch.Tensor:

@@ -19,6 +19,12 @@ def overlong_penalty(lengths: torch.Tensor, *, max_new_tokens: int, overlong_buf
     >>> overlong_penalty(torch.tensor([10, 12, 14, 16, 17]), max_new_tokens=16, overlong_buffer=4)
     tensor([ 0.0000,  0.0000, -0.5000, -1.0000, -1.0000])
     """
+    from rlnb.validate import check_int, check_tensor
+
+    check_tensor("lengths", lengths, dim=1, finite=True)
+    check_int("max_new_tokens", max_new_tokens, low=1)
+    if lengths.numel() and bool((lengths < 0).any()):
+        raise ValueError(f"lengths: expected completion lengths >= 0, got {lengths.min().item()}")
     if not isinstance(overlong_buffer, int) or not 0 <= overlong_buffer <= max_new_tokens:
         raise ValueError(f"overlong_buffer: expected an int in [0, max_new_tokens={max_new_tokens}], "
                          f"got {overlong_buffer!r}")

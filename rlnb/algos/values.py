@@ -32,6 +32,14 @@ def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Te
     >>> out.loss, out.clipped   # token 0: V_clip = 0.2, 1/2 (0.8)^2 = 0.32 > 0; token 1: 1/2 (0.9)^2
     (tensor([[0.3200, 0.4050]]), tensor([[ True, False]]))
     """
+    from rlnb.validate import check_number, check_same_device, check_tensor
+
+    for name, x in (("values", values), ("old_values", old_values), ("returns", returns)):
+        check_tensor(name, x, floating=True, finite=True)
+    check_tensor("mask", mask)
+    check_same_device(values=values, old_values=old_values, returns=returns, mask=mask)
+    if cliprange_value is not None:
+        check_number("cliprange_value", cliprange_value, low=0.0, low_open=True)
     if not (values.shape == old_values.shape == returns.shape == mask.shape):
         raise ValueError(f"values, old_values, returns, mask: expected equal shapes, got {tuple(values.shape)}, "
                          f"{tuple(old_values.shape)}, {tuple(returns.shape)}, {tuple(mask.shape)}")

@@ -175,7 +175,7 @@ def linear_token_logprobs(hidden: torch.Tensor, weight: torch.Tensor, targets: t
     name = resolve_backend(hidden, backend)
     if name == "torch":
         return _reference(hidden @ weight.T, targets, temperature=temperature, entropy=entropy)
-    check_inputs(hidden[:, :1], targets, temperature)  # targets (N,) long, temperature > 0
+    check_inputs(hidden[:, :1], targets, temperature, vocab_size=weight.shape[0])  # targets (N,) long in [0, V)
     N, V = hidden.shape[0], weight.shape[0]
     chunk = linear_chunk_rows(N, hidden.shape[1], V, chunk_size)
     ops = TritonRows if name == "triton" else TorchRows

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from rlnb.batch import Batch
+from rlnb.batch_checks import require
 from rlnb.validate import nonfinite_rows
 
 
@@ -38,8 +39,7 @@ class Advantager:
         return keep
 
     def step(self, batch: Batch) -> Batch:
-        if batch.rewards is None:
-            raise ValueError("batch.rewards: expected rewards from the Rewarder, got None (run Rewarder.step first)")
+        require(batch, ["rewards"] + (["old_values", "old_logp", "mask"] if self.gae is not None else []), "Advantager")
         keep = self.keep_mask(batch)
         if batch.keep is not None:
             keep &= batch.keep
@@ -53,8 +53,6 @@ class Advantager:
                 raise ValueError(f"adv: the advantage estimator {_name(self.estimator)} gave NaN or inf in rows {rows} "
                                  f"(rewards there: {batch.rewards[rows].tolist()})")
             return batch.replace(adv=adv.float(), keep=keep)
-        if batch.old_values is None:
-            raise ValueError("batch.old_values: expected the critic's values from the Sampler (give it the value head)")
         last = (batch.lengths - 1).clamp(min=0)                            # (B,) index of each final token
         token_rewards = torch.zeros_like(batch.old_logp)                   # (B, T)
         token_rewards[torch.arange(batch.B), last] = batch.rewards

@@ -10,6 +10,8 @@ import torch
 
 from rlnb.algos import kl_penalized_rewards, overlong_penalty
 from rlnb.batch import Batch
+from rlnb.batch_checks import require
+from rlnb.validate import check_fields
 
 RewardFn = Callable[..., list[float]]  # TRL style: fn(completions, answer, **kw) -> list[float]
 
@@ -58,6 +60,8 @@ class Rewarder:
         self.funcs = dict(funcs)
         self.weights = {name: float(weights.get(name, 1.0)) for name in funcs}
         self.on_error, self.errors = on_error, 0
+        check_fields({"kl_coef": "beta"}, overlong_buffer=overlong_buffer, kl_coef=kl_coef,
+                     **({"max_new_tokens": max_new_tokens} if max_new_tokens is not None else {}))
         if overlong_buffer and max_new_tokens is None:
             raise ValueError("max_new_tokens: expected L_max (an int) when overlong_buffer > 0")
         self.overlong_buffer, self.max_new_tokens, self.kl_coef = overlong_buffer, max_new_tokens, kl_coef
@@ -68,9 +72,8 @@ class Rewarder:
         return cls(task.reward_funcs(), {"correct": 1.0, "format": format_weight}, **kw)
 
     def step(self, batch: Batch) -> Batch:
-        if batch.completions is None:
-            raise ValueError("batch.completions: expected decoded completions from the Sampler, got None "
-                             "(run Sampler.step first)")
+        require(batch, ["completions"] + (["mask"] if self.overlong_buffer else []) + (["old_logp", "ref_logp", "mask"]
+                if self.kl_coef else []), "Rewarder")
         scored = {name: self._score(name, fn, batch) for name, fn in self.funcs.items()}
         parts = {name: values for name, (values, _) in scored.items()}
         failed = sum(f.float() for _, f in scored.values())                  # (B,) failed functions per row

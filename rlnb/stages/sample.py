@@ -5,10 +5,11 @@ from __future__ import annotations
 import torch
 
 from rlnb.batch import Batch
+from rlnb.batch_checks import require
 from rlnb.evaluate import encode_prompts
 from rlnb.forward import completion_logprobs
 from rlnb.generate import sample
-from rlnb.validate import context_length
+from rlnb.validate import check_fields, context_length
 
 
 class Sampler:
@@ -27,12 +28,8 @@ class Sampler:
     def __init__(self, model, tokenizer, *, temperature: float = 1.0, top_p: float = 1.0,
                  max_new_tokens: int = 32, ref_model=None, fp32_lm_head: bool = False, value_head=None,
                  topk: int = 0, generator: torch.Generator | None = None):
-        if not temperature > 0:
-            raise ValueError(f"temperature: expected a positive number, got {temperature!r}")
-        if not 0 < top_p <= 1:
-            raise ValueError(f"top_p: expected a number in (0, 1], got {top_p!r}")
-        if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens: expected a positive int, got {max_new_tokens!r}")
+        check_fields({"topk": "topk_logprobs"}, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
+                     fp32_lm_head=fp32_lm_head, topk=topk)
         ctx = context_length(model)
         if ctx is not None and max_new_tokens >= ctx:
             raise ValueError(f"max_new_tokens: expected fewer than the model's context of {ctx} tokens "
@@ -60,6 +57,7 @@ class Sampler:
         return next(self.model.parameters()).device
 
     def step(self, batch: Batch) -> Batch:
+        require(batch, [], "Sampler")
         prompt_ids, prompt_mask = encode_prompts(self.tokenizer, batch.prompts, self.device)  # (B, Tp)
         self.check_context(prompt_mask)
         was_training = self.model.training

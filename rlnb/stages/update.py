@@ -10,7 +10,9 @@ import torch
 
 from rlnb.algos.losses import extra_inputs
 from rlnb.batch import Batch
+from rlnb.batch_checks import require
 from rlnb.forward import completion_logprobs
+from rlnb.validate import check_fields
 
 
 @dataclass
@@ -51,8 +53,7 @@ class UpdateStats:
 def make_optimizer(model, *, lr: float, weight_decay: float = 0.0, warmup_steps: int = 0, extra_modules=()):
     """AdamW over the model's (and e.g. a value head's) trainable parameters, and a linear warm-up
     (then constant) learning-rate schedule."""
-    if not lr > 0:
-        raise ValueError(f"lr: expected a positive learning rate, got {lr!r}")
+    check_fields(lr=lr, weight_decay=weight_decay, warmup_steps=warmup_steps)
     params = [p for mod in (model, *extra_modules) for p in mod.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
     warm = max(int(warmup_steps), 0)
@@ -78,13 +79,9 @@ class Updater:
                  max_grad_norm: float = 1.0, fp32_lm_head: bool = False, value_head=None,
                  value_loss_fn: Callable | None = None, vf_coef: float = 0.5,
                  generator: torch.Generator | None = None):
-        for name, v in (("num_iterations", num_iterations), ("num_mini_batches", num_mini_batches)):
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name}: expected a positive int, got {v!r}")
-        if beta < 0:
-            raise ValueError(f"beta: expected a KL coefficient >= 0, got {beta!r}")
-        if not temperature > 0:
-            raise ValueError(f"temperature: expected a number > 0, got {temperature!r}")
+        check_fields(beta=beta, entropy_coef=entropy_coef, temperature=temperature, num_iterations=num_iterations,
+                     num_mini_batches=num_mini_batches, max_grad_norm=max_grad_norm, fp32_lm_head=fp32_lm_head,
+                     vf_coef=vf_coef)
         for name, fn in (("loss_fn", loss_fn), ("agg_fn", agg_fn)):
             if not callable(fn):
                 raise TypeError(f"{name}: expected a callable (a bound registry entry), got {fn!r}")
@@ -112,8 +109,8 @@ class Updater:
         return [r.flatten() for r in torch.tensor_split(rows, self.num_mini_batches)]
 
     def step(self, batch: Batch) -> UpdateStats:
-        if batch.adv is None or batch.old_logp is None:
-            raise ValueError("batch: expected old_logp (Sampler) and adv (Advantager) before the update")
+        require(batch, ["adv", "old_logp", "mask", "prompt_ids", "completion_ids"] + (["old_values", "returns"]
+                if self.value_head is not None else []), "Updater", extras=_extras_read(self.loss_inputs))
         empty = ~batch.mask.bool().any(-1)                                  # (B,)
         if empty.any():  # the Sampler always writes EOS or a token; to drop a row, set keep=False
             raise ValueError(f"batch.mask: expected at least one completion token per row (EOS counts), got "
@@ -200,6 +197,11 @@ class Updater:
                 full[k][rows] = v.detach().cpu()
         lr = self.optimizer.param_groups[0]["lr"]
         return UpdateStats(**means, lr=lr, num_updates=n, **full)
+
+
+def _extras_read(loss_inputs) -> list[str]:
+    """The ``batch.extras`` entries a loss reads: its inputs, with top-K log-probs computed from ``topk_ids``."""
+    return [n for n in loss_inputs if n != "topk_logp"] + (["topk_ids"] if "topk_logp" in loss_inputs else [])
 
 
 def _finite(arg: str, x: torch.Tensor, rows: torch.Tensor, what: str) -> None:
