@@ -234,7 +234,7 @@ def trl_mapping(recipe: str | Recipe, *, num_processes: int = 1, gradient_accumu
 
 
 def mapping_table(names: list[str] | None = None) -> str:
-    """A markdown table: each recipe's TRL loss settings and what TRL cannot express (notebook 10, README)."""
+    """A markdown table: each recipe's TRL loss settings and what TRL cannot express (notebook 15, README)."""
     lines = ["| recipe | TRL loss_type | importance sampling | scale_rewards | not expressible in TRL |",
              "|---|---|---|---|---|"]
     for name in names or recipes_mod.names():
