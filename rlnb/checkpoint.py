@@ -4,6 +4,8 @@ A checkpoint folder holds:
 
 * ``model/`` (safetensors weights and the tokenizer), ``reference/`` (the KL reference, when there is one);
 * ``state.pt``: optimizer, scheduler, every random stream, the value head (``torch.load(weights_only=True)``);
+* ``start.safetensors``: the weights the run started from (small models; the reference if beta is turned
+  on later with ``reconfigure``);
 * ``trainer.json``: the recipe, the task with its parameters and wrappers (``Task.spec()``) and the state
   of its own random stream, a digest of the training prompts, the seed, every constructor argument
   (``pool_size``, ``keep_records``, ``safe_update``, ``reward_on_error``), the model's dtype and device,
@@ -12,7 +14,9 @@ A checkpoint folder holds:
 
 ``save`` writes into ``<dir>.tmp`` and renames it over ``<dir>`` (the old one kept as ``<dir>.old`` until the
 new one is in place), so a kill at any moment leaves one whole checkpoint. ``load`` checks every file and
-names the one that is missing, truncated or corrupt.
+names the one that is missing, truncated or corrupt. Recipe changes given to ``load`` go through
+``Trainer.reconfigure`` after the run is restored, so the recipe, the optimizer's param groups and the
+schedule agree (``critic`` cannot change).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from rlnb.validate import check_device, short
+from rlnb.validate import check_device, closest, short
 
 FORMAT = 2
 CONSTRUCTOR_ARGS = ("pool_size", "keep_records", "safe_update", "reward_on_error")
@@ -73,6 +77,10 @@ def save(trainer, directory) -> Path:
         if reference:  # the reference is the starting policy, not the current one
             trainer.ref_model.save_pretrained(tmp / "reference", safe_serialization=True)
     trainer.tokenizer.save_pretrained(tmp / "model")
+    if getattr(trainer, "_start_weights", None) is not None:  # reconfigure(beta=...) later needs the start
+        from safetensors.torch import save_file
+
+        save_file({k: v.contiguous() for k, v in trainer._start_weights.items()}, tmp / "start.safetensors")
     torch.save({"optimizer": trainer.optimizer.state_dict(), "scheduler": trainer.scheduler.state_dict(),
                 "rng": trainer._rng_state(),
                 "value_head": None if trainer.value_head is None else trainer.value_head.state_dict()}, tmp / "state.pt")
@@ -107,6 +115,7 @@ def _meta(t, reference: bool) -> dict:
         "step_count": t.step_count, "prompts_drawn": t.prompts_drawn, "run_target": t._run_target,
         "reward_errors": t.rewarder.errors, "controllers": [c.state() for c in t.controllers],
         "pass_rates": None if t.pass_rates is None else t.pass_rates.state_dict(),
+        "logged_knobs": list(getattr(t, "logged_knobs", ())),
     }
 
 
@@ -146,7 +155,7 @@ def read_meta(directory: Path) -> dict:
 
 def check_overrides(meta: dict, kwargs: dict) -> dict:
     """The constructor arguments for the loaded trainer: the saved ones, with the options a load may change.
-    Anything that would make the run another run (seed, pool, task, recipe) is refused by name."""
+    What would make it another run (seed, pool, ref_model, a whole recipe) is refused by name."""
     from rlnb.recipe import Recipe
 
     saved = {**meta["args"], "seed": meta["seed"]}
@@ -154,12 +163,8 @@ def check_overrides(meta: dict, kwargs: dict) -> dict:
     for key, value in kwargs.items():
         if key in LOAD_OPTIONS:
             continue
-        if key in recipe_fields:
-            now = meta["recipe"].get(key)
-            if value == now or (isinstance(now, list) and tuple(now) == value):
-                continue
-            raise ValueError(f"{key}: Trainer.load continues the saved run, whose recipe has {key}={now!r}; "
-                             f"it does not change it to {short(value)} (start a new Trainer for another recipe)")
+        if key in recipe_fields:  # applied with reconfigure() once the run is restored
+            continue
         if key in ("seed", "pool_size"):
             if key not in saved or value == saved[key]:
                 continue
@@ -167,8 +172,8 @@ def check_overrides(meta: dict, kwargs: dict) -> dict:
                              f"it does not change it to {short(value)}")
         if key in ("recipe", "ref_model"):
             raise ValueError(f"{key}: Trainer.load restores the saved run's {key}; it takes no other")
-        raise TypeError(f"{key}: Trainer.load takes task, device and the options {list(LOAD_OPTIONS)}, "
-                        f"got {key}={short(value)}")
+        raise TypeError(f"{key}: Trainer.load takes task, device, recipe knobs and the options "
+                        f"{list(LOAD_OPTIONS)}, got {key}={short(value)}{closest(key, recipe_fields)}")
     args = {k: v for k, v in meta["args"].items() if k in CONSTRUCTOR_ARGS}
     args.update({k: v for k, v in kwargs.items() if k in LOAD_OPTIONS})
     return args
@@ -177,10 +182,12 @@ def check_overrides(meta: dict, kwargs: dict) -> dict:
 def load(cls, directory, *, task=None, device=None, **kwargs):
     """A trainer that continues exactly where ``save`` left off (see ``Trainer.load``)."""
     from rlnb import tasks as tasks_mod
+    from rlnb.recipe import Recipe
 
     directory = find(directory)
     meta = read_meta(directory)
     args = check_overrides(meta, kwargs)
+    changes = {k: v for k, v in kwargs.items() if k in Recipe.field_docs()}  # recipe knobs
     saved_device = meta["model"].get("device", "cpu")
     dev = check_device("device", device if device is not None else saved_device)
     dtype = _dtype(meta["model"].get("dtype", "float32"), directory)
@@ -193,6 +200,8 @@ def load(cls, directory, *, task=None, device=None, **kwargs):
         raise ValueError(f"task: the training prompts of {meta['task']} differ from the saved run's (its data "
                          "source changed?); the run cannot continue exactly")
     _restore(trainer, directory, meta, same_device=dev.type == torch.device(saved_device).type)
+    if changes:  # the recipe, the optimizer's param groups and the schedule change together
+        trainer.reconfigure(**changes)
     return trainer
 
 
@@ -287,6 +296,15 @@ def _restore(t, directory: Path, meta: dict, same_device: bool) -> None:
     if meta.get("task_state") is not None:
         t.task.set_state(meta["task_state"])
     t.model.train(meta["model"].get("training", False))
+    t.logged_knobs = tuple(meta.get("logged_knobs", ()))
+    start = directory / "start.safetensors"
+    if start.exists():
+        from safetensors.torch import load_file
+
+        try:
+            t._start_weights = load_file(start)
+        except Exception as e:
+            raise ValueError(f"directory: cannot read {start} ({_first_line(e)}); the checkpoint is corrupt") from e
     t.history = read_history(directory / "history.jsonl", meta["step_count"])
 
 

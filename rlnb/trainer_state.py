@@ -191,11 +191,13 @@ class TrainerStateMixin:
         """A trainer that continues exactly where ``save`` left off: ``run(a)`` + save + load + ``run(b)``
         gives the history and weights of ``run(a + b)``, bit for bit.
 
-        ``options`` may change ``keep_records``, ``safe_update`` and ``reward_on_error``; anything that
-        would make it another run (a recipe field, ``seed``, ``pool_size``) is refused by name unless it
-        equals the saved value. ``task`` supplies a task the checkpoint cannot rebuild by itself (a custom
-        class): it must match the saved one. ``device`` defaults to the saved one (another device type
-        continues the run with fresh sampling streams: not bit-exact)."""
+        ``options`` may change ``keep_records``, ``safe_update`` and ``reward_on_error``, and recipe knobs
+        (``lr=1e-2``): those are applied with ``reconfigure`` once the run is restored, so the recipe, the
+        optimizer's param groups and the schedule agree (``load(d, lr=x)`` continues exactly like
+        ``reconfigure(lr=x)`` at that step would have). ``seed``, ``pool_size``, ``recipe`` and ``ref_model``
+        would make it another run: refused by name (unless equal to the saved value). ``task`` supplies a task
+        the checkpoint cannot rebuild by itself (a custom class): it must match the saved one. ``device``
+        defaults to the saved one (another device type continues with fresh sampling streams: not bit-exact)."""
         from rlnb.checkpoint import load
 
         return load(cls, directory, task=task, device=device, **options)

@@ -13,7 +13,7 @@ from rlnb.algos.filters import FILTERS, PassRateHistory
 from rlnb.algos.kl import KL_ESTIMATORS, AdaptiveKLController, kl_penalized_rewards
 from rlnb.algos.losses import POLICY_LOSSES, LossOut, extra_inputs
 from rlnb.algos.losses_dppo import bernoulli_kl, topk_divergence
-from rlnb.algos.registry import Registry, bind, hyper_names
+from rlnb.algos.registry import Registry, bind, hyper_names, knob_names
 from rlnb.algos.shaping import overlong_penalty
 from rlnb.algos.values import ValueHead, ValueLossOut, value_loss
 
@@ -21,6 +21,6 @@ __all__ = [
     "ADVANTAGES", "AGGREGATIONS", "FILTERS", "KL_ESTIMATORS", "POLICY_LOSSES",
     "AdaptiveKLController", "EntropyThermostat", "LossOut", "PassRateHistory", "Registry",
     "ValueHead", "ValueLossOut",
-    "bernoulli_kl", "bind", "entropy_bonus", "extra_inputs", "gae", "hyper_names", "kl_penalized_rewards",
+    "bernoulli_kl", "bind", "entropy_bonus", "extra_inputs", "gae", "hyper_names", "kl_penalized_rewards", "knob_names",
     "overlong_penalty", "topk_divergence", "value_loss",
 ]
