@@ -77,6 +77,8 @@ class Task:
         names; None when some are not stored that way or are not plain JSON values (then a checkpoint
         cannot rebuild the task and ``Trainer.load(..., task=...)`` must be given it)."""
         out = {}
+        if type(self).__init__ is object.__init__:  # a task without parameters
+            return out
         for p in list(inspect.signature(type(self).__init__).parameters.values())[1:]:
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or not hasattr(self, p.name):
                 return None
