@@ -53,7 +53,7 @@ class Batch:
     @classmethod
     def from_rows(cls, rows: dict, group_size: int, prompt_index=None) -> Batch:
         """A prompt-only batch: each of the P rows (``{"prompt": [...], "answer": [...]}``) G times."""
-        if not isinstance(group_size, int) or group_size < 1:
+        if not isinstance(group_size, int) or isinstance(group_size, bool) or group_size < 1:
             raise ValueError(f"group_size: expected a positive int (G), got {group_size!r}")
         try:
             prompts, answers = list(rows["prompt"]), [str(a) for a in rows["answer"]]

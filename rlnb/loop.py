@@ -38,7 +38,7 @@ from rlnb.stages import (
     make_optimizer,
     set_schedule,
 )
-from rlnb.trainer_state import Timer, TrainerStateMixin, deferred_interrupt, hash_seed
+from rlnb.trainer_state import Timer, TrainerStateMixin, check_hooks, deferred_interrupt, hash_seed
 from rlnb.validate import check_model, check_trainer_args
 
 EVAL_SEED = 10_000  # held-out prompts; training prompts come from a pool seeded "train:<seed>"
@@ -233,7 +233,7 @@ class Trainer(TrainerStateMixin):
     def step(self, *, callbacks=()) -> StepRecord:
         """One step: sample -> reward -> advantage -> update. On any error or interrupt nothing changes.
         ``callbacks``: objects with ``on_stage(trainer, stage, batch)``, called after each stage."""
-        timer = Timer()
+        timer, callbacks = Timer(), check_hooks(callbacks)
         emit = lambda stage, b: [cb.on_stage(self, stage, b) for cb in callbacks]  # noqa: E731
         with self.rollback_on_error(), self._stepping():
             batch = self.rollout.step(timer, emit)        # Sampler, Rewarder (and DAPO's refills)

@@ -31,6 +31,7 @@ from rlnb import recipes as recipes_mod
 from rlnb import tasks as tasks_mod
 from rlnb.models import load
 from rlnb.tasks.base import Task
+from rlnb.validate import check_device
 
 DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
           "fp16": torch.float16, "float16": torch.float16}
@@ -40,13 +41,7 @@ def resolve_device(device) -> torch.device:
     """``None`` -> CUDA when available, else CPU. Asking for CUDA without one raises."""
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as e:
-        raise ValueError(f"device: expected 'cpu', 'cuda', 'cuda:N' or a torch.device, got {device!r}") from e
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device: {device!r} asked for, but torch.cuda.is_available() is False on this machine")
-    return dev
+    return check_device("device", device)
 
 
 def resolve_dtype(dtype, device: torch.device) -> torch.dtype:

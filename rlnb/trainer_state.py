@@ -203,6 +203,20 @@ class TrainerStateMixin:
         return load(cls, directory, task=task, device=device, **options)
 
 
+def check_hooks(callbacks) -> list:
+    """``Trainer.step(callbacks=...)``: objects with ``on_stage(trainer, stage, batch)``."""
+    callbacks = [callbacks] if hasattr(callbacks, "on_stage") else callbacks
+    try:
+        callbacks = list(callbacks)
+    except TypeError:
+        raise TypeError(f"callbacks: expected a list of objects with on_stage(trainer, stage, batch), "
+                        f"got {callbacks!r}") from None
+    for i, cb in enumerate(callbacks):
+        if not callable(getattr(cb, "on_stage", None)):
+            raise TypeError(f"callbacks[{i}]: expected an object with on_stage(trainer, stage, batch), got {cb!r}")
+    return callbacks
+
+
 def _check_callbacks(callbacks) -> list:
     if callable(callbacks) or hasattr(callbacks, "on_stage"):
         callbacks = [callbacks]

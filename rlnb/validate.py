@@ -110,8 +110,8 @@ def check_model(model, tokenizer) -> None:
     if not params:
         raise TypeError(f"model: expected a causal LM with weights, got {type(model).__name__} with no parameters")
     if any(p.device.type == "meta" for p in params):
-        raise ValueError("model: its weights are on the meta device (created without loading them); load them, "
-                         "e.g. AutoModelForCausalLM.from_pretrained(...) without device_map='meta'")
+        raise ValueError("model: expected loaded weights, got weights on the meta device (created without loading "
+                         "them); load them, e.g. AutoModelForCausalLM.from_pretrained(...) without device_map='meta'")
     if len({p.device for p in params}) > 1:
         raise ValueError(f"model: expected every weight on one device, got {sorted({str(p.device) for p in params})}")
     n_model = model.get_input_embeddings().weight.shape[0]
@@ -210,7 +210,7 @@ def check_tensor(arg: str, x, *, dim: int | tuple | None = None, floating: bool 
         raise TypeError(f"{arg}: expected an integer or bool tensor, got dtype {x.dtype}")
     if x.is_complex():
         raise TypeError(f"{arg}: expected a real tensor, got dtype {x.dtype}")
-    if finite and x.is_floating_point() and x.numel() and not bool(torch.isfinite(x).all()):
+    if finite and x.is_floating_point() and x.numel() and x.device.type != "meta" and not bool(torch.isfinite(x).all()):
         rows = nonfinite_rows(x) if x.dim() else []
         raise ValueError(f"{arg}: expected finite values, got NaN or inf" + (f" in rows {rows}" if rows else ""))
     return x
@@ -257,11 +257,12 @@ def check_device(arg: str, device) -> torch.device:
     if dev.type == "cuda":
         n = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if n == 0:
-            raise ValueError(f"{arg}: {str(dev)!r} asked for, but this machine has no CUDA GPU")
+            raise ValueError(f"{arg}: expected a device this machine has, got {str(dev)!r} (it has no CUDA GPU)")
         if dev.index is not None and dev.index >= n:
-            raise ValueError(f"{arg}: {str(dev)!r} asked for, but this machine has {n} GPU(s) (cuda:0..cuda:{n - 1})")
+            raise ValueError(f"{arg}: expected a device this machine has, got {str(dev)!r} (it has {n} GPU(s), "
+                             f"cuda:0..cuda:{n - 1})")
     elif dev.type == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
-        raise ValueError(f"{arg}: 'mps' asked for, but torch.backends.mps.is_available() is False here")
+        raise ValueError(f"{arg}: expected a device this machine has, got 'mps' (torch.backends.mps is unavailable)")
     elif dev.type not in ("cpu", "cuda", "mps"):
         raise ValueError(f"{arg}: expected 'cpu', 'cuda' or 'cuda:N', got {str(dev)!r}")
     return dev

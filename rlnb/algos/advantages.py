@@ -26,9 +26,10 @@ def _as_float(x: torch.Tensor) -> torch.Tensor:
 
 
 def check_group_size(group_size) -> None:
-    if not isinstance(group_size, int) or isinstance(group_size, bool) or group_size < 1:
-        raise (TypeError if not isinstance(group_size, int) else ValueError)(
-            f"group_size: expected a positive int (G), got {group_size!r}")
+    if not isinstance(group_size, int) or isinstance(group_size, bool):
+        raise TypeError(f"group_size: expected a positive int (G), got {group_size!r}")
+    if group_size < 1:
+        raise ValueError(f"group_size: expected a positive int (G), got {group_size!r}")
 
 
 def _groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
@@ -120,9 +121,10 @@ def rloo(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
     >>> rloo(torch.tensor([1., 0., 0., 0.]), 4)
     tensor([ 1.0000, -0.3333, -0.3333, -0.3333])
     """
+    r = _groups(rewards, group_size)                                  # (P, G)
     if group_size == 1:
-        return torch.zeros_like(_groups(rewards, 1)).reshape(-1)
-    return (_centred(rewards, group_size) * (group_size / (group_size - 1))).reshape(-1)
+        return torch.zeros_like(r).reshape(-1)
+    return ((r - r.mean(dim=1, keepdim=True)) * (group_size / (group_size - 1))).reshape(-1)
 
 
 @ADVANTAGES.register("maxrl")

@@ -25,8 +25,9 @@ def _check(loss: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     from rlnb.algos.losses import check_mask
 
     check_tensor("loss", loss, floating=True, finite=True)
-    check_mask(mask)
+    check_tensor("mask", mask)
     check_same_device(loss=loss, mask=mask)
+    check_mask(mask)
     if loss.dim() != 2 or mask.shape != loss.shape:
         raise ValueError(f"loss, mask: expected equal (B, T) shapes, got {tuple(loss.shape)} and {tuple(mask.shape)}")
     return mask.to(loss.dtype)

@@ -72,6 +72,7 @@ def dynamic_sampling(rewards: torch.Tensor, group_size: int, truncated: torch.Te
     >>> dynamic_sampling(torch.zeros(6), 3, correct=torch.tensor([1, 0, 0, 1, 1, 1]).bool())
     tensor([ True,  True,  True, False, False, False])
     """
+    _per_group(rewards, group_size, "rewards")
     if correct is None:
         raise ValueError("correct: dynamic_sampling needs the (B,) bool tensor of correct completions")
     n = _per_group(correct, group_size, "correct").sum(1)              # (P,) #correct per group
@@ -89,6 +90,7 @@ def overlong(rewards: torch.Tensor, group_size: int, truncated: torch.Tensor | N
     >>> overlong(torch.zeros(4), 2, truncated=torch.tensor([False, True, False, False]))
     tensor([ True, False,  True,  True])
     """
+    _per_group(rewards, group_size, "rewards")
     if truncated is None:
         raise ValueError("truncated: overlong needs the (B,) bool tensor of truncated completions")
     _per_group(truncated, group_size, "truncated")

@@ -63,8 +63,9 @@ def _prepare(logp, old_logp, adv, mask) -> tuple[torch.Tensor, torch.Tensor, tor
     for name, x in (("logp", logp), ("old_logp", old_logp)):
         check_tensor(name, x, floating=True, finite=True)
     check_tensor("adv", adv, finite=True)
-    check_mask(mask)
+    check_tensor("mask", mask)
     check_same_device(logp=logp, old_logp=old_logp, adv=adv, mask=mask)
+    check_mask(mask)
     if logp.dim() != 2 or old_logp.shape != logp.shape or mask.shape != logp.shape:
         raise ValueError(f"logp, old_logp, mask: expected equal (B, T) shapes, got {tuple(logp.shape)}, "
                          f"{tuple(old_logp.shape)}, {tuple(mask.shape)}")

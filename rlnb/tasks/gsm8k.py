@@ -99,7 +99,7 @@ def read_jsonl(path: Path) -> list[dict]:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
-        raise ValueError(f"source: {path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+        raise ValueError(f"source: {path}: expected UTF-8 text, got {e.reason} at byte {e.start}") from None
     rows = []
     for i, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -107,8 +107,8 @@ def read_jsonl(path: Path) -> list[dict]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as e:
-            raise ValueError(f"source: {path} line {i}: not valid JSON ({e.msg} at column {e.colno}); "
-                             "a torn or truncated line?") from None
+            raise ValueError(f"source: {path} line {i}: expected one JSON object per line, got invalid JSON "
+                             f"({e.msg} at column {e.colno}): a torn or truncated line?") from None
         if not isinstance(row, dict) or not all(isinstance(row.get(k), str) for k in ("question", "answer")):
             got = sorted(row) if isinstance(row, dict) else type(row).__name__
             raise ValueError(f"source: {path} line {i}: expected an object with 'question' and 'answer' strings, "
