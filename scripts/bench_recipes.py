@@ -26,7 +26,7 @@ from rlnb.studies import StudyResult, run_study
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
     p.add_argument("--task", default="add", help="task name (default add)")
     p.add_argument("--steps", type=int, default=80, help="sample budget in GRPO steps: steps * P * G completions")
     p.add_argument("--seeds", default="0,1", help="comma-separated seeds, the same for every recipe")

@@ -124,7 +124,7 @@ def run_variant(name: str, path: Path, recipe: dict, options: dict, *, steps: in
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     p.add_argument("--cpu-smoke", action="store_true", help="a tiny model on CPU: checks the script itself")
     p.add_argument("--steps", type=int, default=2)
     args = p.parse_args(argv)

@@ -79,6 +79,7 @@ def untimed(rows):
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     """The uninterrupted run's metrics and the lines its second step and final writes execute."""
+    report = rlnb.train_cli._report
     rlnb.train_cli._report = lambda *a, **k: None  # the HTML report is no part of the agreement; skip its cost
     out = tmp_path_factory.mktemp("ref") / "run"
     lines = Lines()
@@ -95,7 +96,7 @@ def reference(tmp_path_factory):
     picked = sorted(set(must[:: max(1, len(must) // (POINTS // 2))][: POINTS // 2]
                         + rest[:: max(1, len(rest) // (POINTS - POINTS // 2))]))
     yield metrics, picked, {i: lines.seen[i - 1] for i in picked}
-    del rlnb.train_cli._report  # back to the module's own function
+    rlnb.train_cli._report = report
 
 
 def test_the_points_cover_step_metrics_write_checkpoint_and_final_writes(reference):
