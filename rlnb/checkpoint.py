@@ -111,7 +111,8 @@ def _meta(t, reference: bool) -> dict:
         "args": {"pool_size": t.pool_size, "keep_records": t.records.maxlen, "safe_update": t.safe_update,
                  "reward_on_error": t.reward_on_error},
         "model": {"dtype": str(t.model.dtype).removeprefix("torch."), "device": str(t.device),
-                  "training": t.model.training, "reference": reference},
+                  "training": t.model.training, "reference": reference,
+                  "options": getattr(t, "model_options", {})},  # from_pretrained's autocast, checkpointing
         "step_count": t.step_count, "prompts_drawn": t.prompts_drawn, "run_target": t._run_target,
         "reward_errors": t.rewarder.errors, "controllers": [c.state() for c in t.controllers],
         "pass_rates": None if t.pass_rates is None else t.pass_rates.state_dict(),
@@ -192,10 +193,13 @@ def load(cls, directory, *, task=None, device=None, **kwargs):
     dev = check_device("device", device if device is not None else saved_device)
     dtype = _dtype(meta["model"].get("dtype", "float32"), directory)
     model, tokenizer = _model(directory / "model", dtype, dev)
+    options = _model_options(model, meta["model"].get("options") or {}, directory)
     the_task = _task(meta["task"], task, tokenizer, tasks_mod)
     ref = _reference(directory, meta, dtype, dev)
     trainer = cls(model, tokenizer, the_task, _recipe(meta["recipe"], directory), seed=meta["seed"], ref_model=ref,
                   **args)
+    if options:
+        trainer.model_options = options
     if "pool_digest" in meta and pool_digest(trainer.pool) != meta["pool_digest"]:
         raise ValueError(f"task: the training prompts of {meta['task']} differ from the saved run's (its data "
                          "source changed?); the run cannot continue exactly")
@@ -235,6 +239,21 @@ def _model(path: Path, dtype, device):
     except Exception as e:  # safetensors, JSON and tokenizer errors have no common base class
         raise ValueError(f"directory: cannot read the model in {path} ({_first_line(e)}); the checkpoint is "
                          "truncated or corrupt") from e
+
+
+def _model_options(model, options: dict, directory: Path) -> dict:
+    """Re-apply ``Trainer.from_pretrained``'s gradient checkpointing and autocast to the loaded model."""
+    from rlnb.pretrained import enable_autocast, enable_checkpointing
+
+    if options.get("gradient_checkpointing"):
+        model.config.use_cache = False
+        enable_checkpointing(model)
+    if options.get("autocast"):
+        dtype = getattr(torch, str(options["autocast"]), None)
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"directory: {directory / 'trainer.json'} names the autocast dtype {options['autocast']!r}")
+        enable_autocast(model, dtype)
+    return options
 
 
 def _task(spec: dict, given, tokenizer, tasks_mod):

@@ -233,5 +233,8 @@ def from_pretrained(trainer_cls, name_or_path: str | Path, *, task="add", recipe
         the_task = ChatTemplateTask(the_task, tokenizer, system_prompt=system_prompt)
     if safe_update is None:
         safe_update = sum(p.numel() for p in model.parameters()) <= SAFE_UPDATE_MAX_PARAMS
-    return trainer_cls(model, tokenizer, the_task, rec, seed=seed, ref_model=ref_model, safe_update=safe_update,
-                       **trainer_kw)
+    trainer = trainer_cls(model, tokenizer, the_task, rec, seed=seed, ref_model=ref_model, safe_update=safe_update,
+                          **trainer_kw)
+    trainer.model_options = {"gradient_checkpointing": gradient_checkpointing,  # re-applied by Trainer.load
+                             "autocast": None if autocast is None else str(resolve_dtype(autocast, dev))[6:]}
+    return trainer

@@ -164,3 +164,30 @@ def test_an_empty_folder_is_a_fine_save_target_and_a_run_of_zero_steps_resumes(d
     loaded = rlnb.Trainer.load(tmp_path / "empty")
     assert loaded.step_count == 0 and strip(loaded.history) == []
     assert strip([loaded.step().metrics]) == strip([t.step().metrics])
+
+
+@pytest.mark.parametrize("options", [dict(autocast="bf16"), dict(gradient_checkpointing=True)],
+                         ids=["autocast", "gradient_checkpointing"])
+def test_from_pretrained_options_come_back_at_load(tmp_path, options):
+    """A from_pretrained trainer's autocast and gradient checkpointing are part of the run: re-applied by
+    load, so the run continues bit for bit (bf16 autocast changes the numbers, so it must come back)."""
+    from rlnb.models import DEFAULT_DIR
+
+    make = lambda: rlnb.Trainer.from_pretrained(str(DEFAULT_DIR), "add", "grpo", device="cpu", pool_size=8,  # noqa: E731
+                                                weight_decay=0.1, **SMALL, **options)
+    t = make()
+    t.run(1, progress=False)
+    t.save(tmp_path / "ck")
+    loaded = rlnb.Trainer.load(tmp_path / "ck")
+    assert loaded.model_options == t.model_options and any(v for v in t.model_options.values())
+    t.run(1, progress=False)
+    loaded.run(1, progress=False)
+    assert state(loaded) == state(t)
+    if "autocast" in options:  # without it the same step gives other numbers: the option matters
+        plain = rlnb.Trainer.load(tmp_path / "ck")
+        plain.model_options = {}
+        import types
+        for m in (plain.model, plain.model.get_decoder()):
+            m.forward = types.MethodType(type(m).forward, m)
+        plain.run(1, progress=False)
+        assert strip(plain.history) != strip(t.history)
