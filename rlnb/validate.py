@@ -119,8 +119,14 @@ def _check_names(r) -> None:
 
 def needs_groups(estimator) -> bool:
     """Whether an advantage estimator gives every singleton group (G = 1) a zero advantage: then it needs
-    G >= 2 to learn anything. Probed on distinct rewards, so no estimator name is consulted."""
-    return bool((estimator(torch.tensor([1.0, 0.0, 3.0]), 1) == 0).all())
+    G >= 2 to learn anything. Probed on distinct rewards, so no estimator name is consulted. Extra
+    inputs (``rlnb.algos.extra_inputs``: lengths, greedy rewards, all (B,)) are synthesised as ones: unit
+    lengths, a greedy reward of 1, neither of which makes distinct rewards' advantages vanish by itself."""
+    from rlnb.algos import extra_inputs
+
+    rewards = torch.tensor([1.0, 0.0, 3.0])
+    extras = {name: torch.ones_like(rewards) for name in extra_inputs(estimator)}
+    return bool((estimator(rewards, 1, **extras) == 0).all())
 
 
 def nonfinite_rows(x: torch.Tensor, limit: int = 10) -> list[int]:

@@ -11,18 +11,20 @@ REGISTRIES = {"ADVANTAGES": ADVANTAGES, "POLICY_LOSSES": POLICY_LOSSES, "AGGREGA
               "KL_ESTIMATORS": KL_ESTIMATORS, "FILTERS": FILTERS}
 
 NAMES = {
-    "ADVANTAGES": ["batch_norm", "dr_grpo", "grpo", "maxrl", "reinforce", "reinforce_baseline", "rloo"],
-    "POLICY_LOSSES": ["cispo", "dppo_kl", "dppo_topk_kl", "dppo_topk_tv", "dppo_tv", "gspo", "pg", "ppo_clip",
-                      "sapo"],
+    "ADVANTAGES": ["batch_norm", "dr_grpo", "grpo", "grpo_passk", "maxrl", "opo", "reinforce", "reinforce_baseline",
+                   "reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax", "rloo"],
+    "POLICY_LOSSES": ["cispo", "clip_cov", "dppo_kl", "dppo_topk_kl", "dppo_topk_tv", "dppo_tv", "geo_mean", "gspo",
+                      "kl_cov", "pg", "ppo_clip", "sapo"],
     "AGGREGATIONS": ["prompt-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm",
-                     "token-mean"],
-    "KL_ESTIMATORS": ["k1", "k2", "k3", "k3+"],
+                     "token-mean", "token-sum"],
+    "KL_ESTIMATORS": ["abs", "k1", "k2", "k3", "k3+"],
     "FILTERS": ["dynamic_sampling", "overlong", "zero_variance"],
 }
 
 # every hyperparameter a registry entry takes: these are the Recipe fields the loop binds by name
 HYPER = {"unbiased", "eps", "batch_std_centred", "eps_low", "eps_high", "dual_clip_c", "cispo_cap",
-         "tau_pos", "tau_neg", "dppo_delta", "dppo_cap", "group_size", "max_new_tokens"}
+         "tau_pos", "tau_neg", "dppo_delta", "dppo_cap", "group_size", "max_new_tokens", "clip_cov_ratio",
+         "clip_cov_lb", "clip_cov_ub", "kl_cov_ratio", "kl_cov_coef", "pass_k"}
 
 # names shared by several entries whose defaults deliberately differ (each recipe sets them)
 PER_ENTRY_DEFAULTS = {"eps_low", "eps_high", "dppo_delta"}
