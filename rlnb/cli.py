@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import time
@@ -13,36 +12,40 @@ from rlnb.recipe import Recipe
 
 
 def _add_recipe_flags(p: argparse.ArgumentParser) -> None:
-    """One ``--field`` flag per Recipe field, typed and documented from the dataclass."""
-    g = p.add_argument_group("recipe overrides (defaults come from --recipe)")
-    for f in dataclasses.fields(Recipe):
-        if f.name in ("name", "paper"):
+    """One flag per Recipe knob, typed, ranged and documented from its declaration (``Recipe.knobs()``)."""
+    g = p.add_argument_group("recipe overrides (defaults come from --recipe; 'entry' = the chosen "
+                             "registry entry's own default)")
+    for name, k in Recipe.knobs().items():
+        if k.group == "meta":
             continue
-        flag, kw = f"--{f.name.replace('_', '-')}", {"dest": f"r_{f.name}", "default": None,
-                                                      "help": f.metadata.get("doc", "")}
-        if isinstance(f.default, tuple):  # e.g. --filters dynamic_sampling overlong
-            g.add_argument(flag, nargs="*", type=str, **kw)
+        kw = {"dest": f"r_{name}", "default": argparse.SUPPRESS,  # absent unless given ('none' is a value)
+              "help": k.help() + (" Default: entry." if k.entry else "")}
+        if k.kind == "names":  # e.g. --filters dynamic_sampling overlong
+            g.add_argument(k.flag, nargs="*", type=str, **kw)
         else:
-            g.add_argument(flag, type=_converter(f), **kw)
+            g.add_argument(k.flag, type=_converter(k), **kw)
 
 
-def _converter(f: dataclasses.Field):
-    """str -> the field's type: bools accept true/false/1/0/yes/no/on/off (anything else is an error),
-    optional numbers accept 'none'."""
-    if isinstance(f.default, bool):
-        def conv(text: str) -> bool:
-            t = text.strip().lower()
+def _converter(k):
+    """str -> the knob's kind: bools accept true/false/1/0/yes/no/on/off, optional numbers accept 'none'.
+    Ranges are checked once, by the Recipe (the error names the knob)."""
+
+    def convert(text: str):
+        t = text.strip().lower()
+        if k.optional and t == "none":
+            return None
+        if k.kind == "bool":
             if t not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
                 raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
             return t in ("1", "true", "yes", "on")
-        conv.__name__ = "bool"
-        return conv
-    if f.default is None:  # the optional numeric fields (kl_target, dual_clip_c, ...)
-        def optional(text: str) -> float | None:
-            return None if text.strip().lower() == "none" else float(text)
-        optional.__name__ = "number or none"
-        return optional
-    return type(f.default)
+        try:
+            return int(t) if k.kind == "int" else float(t) if k.kind == "float" else text
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an int' if k.kind == 'int' else 'a number'}"
+                                             f"{' or none' if k.optional else ''}, got {text[:40]!r}") from None
+
+    convert.__name__ = {"int": "int", "float": "number", "bool": "bool"}.get(k.kind, "name")
+    return convert
 
 
 def _int_at_least(low: int):
@@ -62,8 +65,7 @@ _non_negative, _positive = _int_at_least(0), _int_at_least(1)
 
 
 def _overrides(args) -> dict:
-    return {k[2:]: (tuple(v) if isinstance(v, list) else v) for k, v in vars(args).items()
-            if k.startswith("r_") and v is not None}
+    return {k[2:]: (tuple(v) if isinstance(v, list) else v) for k, v in vars(args).items() if k.startswith("r_")}
 
 
 def cmd_info(args) -> int:
@@ -81,6 +83,11 @@ def cmd_info(args) -> int:
     print(f"triton: {kernels.triton_status() if hasattr(kernels, 'triton_status') else 'not wired yet'}")
     print(f"tasks: {', '.join(tasks.names())}")
     print(f"recipes: {', '.join(recipes.names())}")
+    recipe = recipes.get(args.recipe, **_overrides(args))
+    print(f"what runs for --recipe {args.recipe}" + "".join(f" {Recipe.knobs()[k].flag} {v}"
+                                                           for k, v in _overrides(args).items()) + ":")
+    for stage, knobs in recipe.hyperparameters().items():
+        print(f"  {stage:13s} " + ", ".join(f"{k}={v!r}" for k, v in knobs.items()))
     from rlnb.models import DEFAULT_DIR
     ws = DEFAULT_DIR / "warmstart.json"
     if ws.exists():
@@ -130,7 +137,10 @@ def cmd_bench(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="rlnb", description="Reinforcement learning for LLM reasoning, step by step.")
     sub = ap.add_subparsers(dest="command", required=True)
-    sub.add_parser("info", help="versions, device, whether Triton can run").set_defaults(fn=cmd_info)
+    info = sub.add_parser("info", help="versions, device, whether Triton can run, and what a recipe runs")
+    info.add_argument("--recipe", default="grpo", help="show the hyperparameters this recipe runs with")
+    _add_recipe_flags(info)
+    info.set_defaults(fn=cmd_info)
 
     ev = sub.add_parser("eval", help="greedy and sampled pass@1 (and pass@k) on held-out prompts")
     ev.add_argument("--task", nargs="+", default=["add", "countdown"])

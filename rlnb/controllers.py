@@ -60,9 +60,7 @@ class Thermostat:
 
 def build_controllers(recipe, trainer) -> list:
     out = []
-    if recipe.kl_target is not None:
-        if recipe.beta <= 0:
-            raise ValueError(f"beta: the adaptive KL controller needs a starting beta > 0, got {recipe.beta}")
+    if recipe.kl_target is not None:  # the Recipe checked beta > 0
         out.append(AdaptiveBeta(recipe, trainer))
     if recipe.entropy_target is not None:
         out.append(Thermostat(recipe, trainer))

@@ -24,6 +24,11 @@ class PolicyOut(NamedTuple):
     topk_logp: torch.Tensor | None     # (B, T, K) fp32 their log-probs (or those of given topk_ids)
 
 
+# PolicyOut field -> the batch extra it needs: the current log-probs of the rollout's top-K tokens are
+# taken at the ids the Sampler recorded (DPPO's top-K losses read both).
+POLICY_INPUTS = {"topk_logp": "topk_ids"}
+
+
 def lm_inputs(prompt_ids, prompt_mask, completion_ids, mask):
     """Concatenate prompt and completion into model inputs: ids, attention mask, positions."""
     ids = torch.cat([prompt_ids, completion_ids], dim=1)                 # (B, Tp + T)

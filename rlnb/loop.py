@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections import deque
 from dataclasses import dataclass
@@ -27,11 +28,21 @@ from rlnb.controllers import build_controllers
 from rlnb.evaluate import evaluate
 from rlnb.metrics import step_metrics
 from rlnb.recipe import Recipe
-from rlnb.stages import Advantager, Rewarder, Sampler, Updater, UpdateStats, make_optimizer
+from rlnb.stages import (
+    Advantager,
+    Rewarder,
+    Rollout,
+    Sampler,
+    Updater,
+    UpdateStats,
+    make_optimizer,
+    set_schedule,
+)
 from rlnb.trainer_state import Timer, TrainerStateMixin, deferred_interrupt, hash_seed
 from rlnb.validate import check_int, check_model
 
 EVAL_SEED = 10_000  # held-out prompts; training prompts come from a pool seeded "train:<seed>"
+KEEP_START_PARAMS = 50_000_000  # keep a CPU copy of the starting weights (a reference for beta > 0 later) up to this
 
 
 @dataclass(frozen=True)
@@ -84,6 +95,11 @@ class Trainer(TrainerStateMixin):
         device = next(model.parameters()).device  # sampling draws on the model's device; shuffling on the CPU
         self.generators = {name: torch.Generator(device=device if name == "sample" else "cpu").manual_seed(
             hash_seed(seed, name)) for name in ("sample", "update")}
+        small = sum(p.numel() for p in model.parameters()) <= KEEP_START_PARAMS
+        self._start_weights = ({k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+                               if small and ref_model is None else None)  # for reconfigure(beta=...) mid-run
+        self.logged_knobs: tuple[str, ...] = ()  # knobs written to every step's metrics as hp/<name>
+        self._build_optimizer()
         self._build_stages()
         self._run_target = None
 
@@ -104,13 +120,18 @@ class Trainer(TrainerStateMixin):
         return from_pretrained(cls, name_or_path, task=task, recipe=recipe, **kwargs)
 
     # --- construction: registry names are resolved here, once ---------------------------------
-    def _build_stages(self) -> None:
+    def _build_optimizer(self) -> None:
         r = self.recipe
         hidden = self.model.get_output_embeddings().weight.shape[1]
         self.value_head = ValueHead(hidden).to(self.device) if r.critic else None
         self.optimizer, self.scheduler = make_optimizer(
             self.model, lr=r.lr, weight_decay=r.weight_decay, warmup_steps=r.warmup_steps,
             extra_modules=[self.value_head] if self.value_head is not None else [])
+
+    def _build_stages(self) -> None:
+        """The four stages from ``self.recipe``; rebuilt by ``reconfigure`` (the optimizer, weights and
+        random streams are kept)."""
+        r = self.recipe
         self.sampler = Sampler(self.model, self.tokenizer, temperature=r.temperature, top_p=r.top_p,
                                max_new_tokens=r.max_new_tokens, ref_model=self.ref_model, fp32_lm_head=r.fp32_lm_head,
                                value_head=self.value_head, topk=r.topk_logprobs, generator=self.generators["sample"])
@@ -127,8 +148,68 @@ class Trainer(TrainerStateMixin):
             fp32_lm_head=r.fp32_lm_head, value_head=self.value_head, value_loss_fn=bind(value_loss, r),
             vf_coef=r.vf_coef, generator=self.generators["update"],
         )
-        self.pass_rates = PassRateHistory(pass_rate_threshold=r.pass_rate_threshold) if r.pass_rate_threshold else None
+        if r.pass_rate_threshold is None:
+            self.pass_rates = None
+        elif getattr(self, "pass_rates", None) is None:
+            self.pass_rates = PassRateHistory(pass_rate_threshold=r.pass_rate_threshold)
+        else:  # reconfigured: the prompts seen so far keep their counts under the new threshold
+            self.pass_rates.threshold = r.pass_rate_threshold
+        self.rollout = Rollout(self.sampler, self.rewarder, self.next_prompts, keep_mask=self.advantager.keep_mask,
+                               max_gen_rounds=r.max_gen_rounds, pass_rates=self.pass_rates)
         self.controllers = build_controllers(r, self)
+
+    def hyperparameters(self) -> dict[str, dict]:
+        """What actually runs, per stage (``"advantage"``, ``"loss"``, ``"aggregation"``, ``"kl"``,
+        ``"filters"``, then the other groups): ``{knob: value}``, with each knob the recipe leaves unset
+        resolved to the chosen entry's own default, and beta and the entropy coefficient as the
+        controllers have set them now."""
+        hp = self.recipe.hyperparameters()
+        hp["kl"]["beta"] = self.rewarder.kl_coef if self.recipe.kl_in_reward else self.updater.beta
+        hp["entropy"]["entropy_coef"] = self.updater.entropy_coef
+        return hp
+
+    def knob(self, name: str):
+        """The value knob ``name`` runs with now (see ``hyperparameters``); a knob no chosen entry takes
+        reports the recipe's own value (UNSET when left to an entry)."""
+        for stage in self.hyperparameters().values():
+            if name in stage:
+                return stage[name]
+        if name not in self.recipe.knobs():
+            raise KeyError(f"name: {name!r} is not a Recipe knob; known: {sorted(self.recipe.knobs())}")
+        return getattr(self.recipe, name)
+
+    def reconfigure(self, **changes) -> Recipe:
+        """Change knobs between steps, keeping the weights, optimizer state, random streams and history:
+        the recipe is replaced (validated first: a bad value raises naming the knob and changes nothing),
+        the stages are rebuilt, and the optimizer's learning rate, warm-up and weight decay follow.
+        Turning beta on mid-run uses the model the run started from as the reference. Returns the new
+        recipe. ``critic`` cannot change mid-run (it adds a value head to the optimizer)."""
+        if getattr(self, "_in_step", False):
+            raise RuntimeError("reconfigure: called during a step; knobs change between steps")
+        new = self.recipe.replace(**changes)                              # raises before anything changes
+        if new.critic != self.recipe.critic:
+            raise ValueError(f"critic: cannot switch the value head {'on' if new.critic else 'off'} mid-run; "
+                             "build a new Trainer")
+        ref = self.ref_model if new.beta == 0 or self.ref_model is not None else self._start_reference()
+        states = {type(c): c.state() for c in self.controllers}
+        self.recipe, self.ref_model = new, ref
+        self._build_stages()
+        for c in self.controllers:  # a controller that survives keeps its coefficient
+            if type(c) in states:
+                c.set(states[type(c)])
+        set_schedule(self.optimizer, self.scheduler, lr=new.lr, warmup_steps=new.warmup_steps,
+                     weight_decay=new.weight_decay)
+        return new
+
+    def _start_reference(self):
+        """The frozen starting policy, rebuilt from the weights kept at construction."""
+        if self._start_weights is None:
+            raise ValueError("beta: turning the KL on mid-run needs the starting weights, which are kept only for "
+                             f"models up to {KEEP_START_PARAMS:,} parameters; build the Trainer with beta > 0 "
+                             "or pass ref_model=")
+        ref = copy.deepcopy(self.model).eval().requires_grad_(False)
+        ref.load_state_dict(self._start_weights)
+        return ref
 
     @property
     def device(self) -> torch.device:
@@ -157,40 +238,13 @@ class Trainer(TrainerStateMixin):
         return self._perm_cache[1]
 
     # --- the loop -----------------------------------------------------------------------------
-    def collect(self, timer: Timer | None = None, callbacks=()) -> Batch:
-        """Sample and reward P groups. With dynamic sampling (``max_gen_rounds`` > 1) groups the filters
-        drop are replaced by fresh ones, for at most ``max_gen_rounds`` rounds (DAPO)."""
-        timer = timer or Timer()
-        self.sampled_zero_std = []
-        emit = lambda stage, b: [cb.on_stage(self, stage, b) for cb in callbacks]  # noqa: E731
-        P, G, kept, rounds = self.recipe.prompts_per_step, self.recipe.num_generations, [], 0
-        while rounds < self.recipe.max_gen_rounds:
-            rounds += 1
-            with timer("sample"):
-                batch = self.sampler.step(self.next_prompts())
-            emit("sample", batch)
-            with timer("reward"):
-                batch = self.rewarder.step(batch)
-            emit("reward", batch)
-            if self.pass_rates is not None:
-                self.pass_rates.update(batch.prompt_index[::G].tolist(), batch.correct, G)
-            if self.recipe.max_gen_rounds == 1:
-                return batch
-            self.sampled_zero_std.append(float((batch.rewards.view(-1, G).std(-1) == 0).float().mean()))
-            keep = self.advantager.keep_mask(batch).view(-1, G).all(-1)    # (P,) whole groups kept
-            kept.append(batch.select(torch.nonzero(keep.repeat_interleave(G)).flatten()))
-            if sum(b.P for b in kept) >= P:
-                break
-        full = Batch.concat([b for b in kept if b.B]) if any(b.B for b in kept) else batch
-        return full.select(torch.arange(min(full.B, P * G))) if full is not batch else full
-
     def step(self, *, callbacks=()) -> StepRecord:
         """One step: sample -> reward -> advantage -> update. On any error or interrupt nothing changes.
         ``callbacks``: objects with ``on_stage(trainer, stage, batch)``, called after each stage."""
         timer = Timer()
         emit = lambda stage, b: [cb.on_stage(self, stage, b) for cb in callbacks]  # noqa: E731
-        with self.rollback_on_error():
-            batch = self.collect(timer, callbacks)
+        with self.rollback_on_error(), self._stepping():
+            batch = self.rollout.step(timer, emit)        # Sampler, Rewarder (and DAPO's refills)
             with timer("advantage"):
                 batch = self.advantager.step(batch)
             emit("advantage", batch)
@@ -200,16 +254,26 @@ class Trainer(TrainerStateMixin):
                 emit("update", batch)
                 return self._commit(batch, stats, timer)
 
+    @contextlib.contextmanager
+    def _stepping(self):
+        self._in_step = True
+        try:
+            yield
+        finally:
+            self._in_step = False
+
     def _commit(self, batch: Batch, stats: UpdateStats, timer: Timer) -> StepRecord:
         """Compute the step's metrics, then record them; the step counts only once it is in ``history``."""
         metrics = {"step": self.step_count + 1, **step_metrics(batch, stats), **timer.metrics()}
-        if self.sampled_zero_std:
-            metrics["gen_rounds"] = len(self.sampled_zero_std)
-            metrics["frac_reward_zero_std_sampled"] = sum(self.sampled_zero_std) / len(self.sampled_zero_std)
+        sampled = self.rollout.zero_std_per_round
+        if sampled:
+            metrics["gen_rounds"] = len(sampled)
+            metrics["frac_reward_zero_std_sampled"] = sum(sampled) / len(sampled)
         if "reward_errors" in batch.extras:  # reward_on_error="zero": entries scored 0 this step
             metrics["reward_errors"] = int(batch.extras["reward_errors"].sum())
         for ctl in self.controllers:
             metrics.update(ctl(batch, stats))
+        metrics.update({f"hp/{name}": self.knob(name) for name in self.logged_knobs})
         record = StepRecord(batch, stats, metrics)
         self.history.append(metrics)
         self.records.append(record)

@@ -1,106 +1,168 @@
-"""``Recipe``: which registry entries a run uses, and every hyperparameter, one documented field each.
+"""``Recipe``: which registry entries a run uses, and every hyperparameter, each declared once.
 
-Registry functions take their hyperparameters as keyword-only arguments named exactly like these
-fields; ``rlnb.algos.bind(fn, recipe)`` fills them. Sliders, CLI flags and the README's recipe table are
-generated from the same fields. Names follow TRL where TRL has one; where our symbol differs, the field's
-doc names TRL's.
+Each field is a knob (``rlnb.knobs.knob``): its doc, paper symbol, range, slider, TRL name and CLI flag
+sit in the declaration, and validation, sliders, ``rlnb train`` flags, ``to_trl`` and ``docs/knobs.md``
+are derived from it. Registry functions take their hyperparameters as keyword-only arguments named
+exactly like these fields; ``rlnb.algos.bind(fn, recipe)`` fills them. A field declared with the
+default ``UNSET`` belongs to registry entries: left unset, the chosen entry's own default runs
+(``recipe.hyperparameters()`` shows what that is). Names follow TRL where TRL has one.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from rlnb.knobs import UNSET, Knob, declared, knob
 
-def doc(text: str, default, **kw):
-    """A dataclass field with its documentation in ``metadata["doc"]``."""
-    if isinstance(default, (list, dict, set)):
-        return field(default_factory=lambda: type(default)(default), metadata={"doc": text}, **kw)
-    return field(default=default, metadata={"doc": text}, **kw)
+NO_CRITIC = "PPO with a value head is TRL's PPOTrainer, not GRPOTrainer"
 
 
 @dataclass(frozen=True)
 class Recipe:
     """A complete training configuration. Build one with ``rlnb.recipes.get(name, **overrides)``."""
 
-    name: str = doc("Recipe name.", "custom")
-    paper: str = doc("Where the recipe comes from (title, arXiv id).", "")
+    name: str = knob("Recipe name.", "custom", no_trl="a label (TRL's run_name is derived from it)", group="meta")
+    paper: str = knob("Where the recipe comes from (title, arXiv id).", "", no_trl="a label", group="meta")
 
     # --- sampling -------------------------------------------------------------------------------
-    num_generations: int = doc("G: completions sampled per prompt (a group). TRL: num_generations.", 8)
-    prompts_per_step: int = doc("P: prompts per step; the batch has B = P * G completions.", 16)
-    temperature: float = doc("Sampling temperature; log-probs are computed at the same temperature.", 1.0)
-    top_p: float = doc("Nucleus sampling: keep the smallest token set with probability >= top_p.", 1.0)
-    max_new_tokens: int = doc("L_max: longest completion in tokens (TRL: max_completion_length); also the "
-                              "constant L of seq-mean-token-sum-norm.", 32)
-    max_gen_rounds: int = doc("Dynamic sampling (DAPO): sample up to this many rounds of fresh prompts to "
-                              "refill groups the filters drop; 1 = no refill.", 1)
-    pass_rate_threshold: float | None = doc("No-positive-resampling (ScaleRL): retire a prompt once a group "
-                                            "of it reaches this pass rate (0.9); None = off.", None)
-    topk_logprobs: int = doc("K: record the rollout's top-K token log-probs (DPPO top-K losses need them).", 0)
+    num_generations: int = knob("Completions sampled per prompt (a group).", 8, symbol="G", range="[1, inf)",
+                                slider=(2, 16, 1), trl="num_generations", group="sampling")
+    prompts_per_step: int = knob("Prompts per step; the batch has B = P * G completions.", 16, symbol="P",
+                                 range="[1, inf)", slider=(1, 32, 1), group="sampling",
+                                 no_trl="TRL sizes batches per device (see rlnb.export.batch_geometry)")
+    temperature: float = knob("Sampling temperature; log-probs are computed at the same temperature.", 1.0,
+                              symbol="τ", range="(0, inf)", slider=(0.05, 2.0, 0.05), trl="temperature",
+                              group="sampling")
+    top_p: float = knob("Nucleus sampling: keep the smallest token set with probability >= top_p.", 1.0,
+                        symbol="p", range="(0, 1]", slider=(0.05, 1.0, 0.05), trl="top_p", off=1.0,
+                        group="sampling")
+    max_new_tokens: int = knob("Longest completion in tokens; also the constant L of "
+                               "seq-mean-token-sum-norm.", 32, symbol="L_max", range="[1, inf)",
+                               slider=(1, 128, 1), trl="max_completion_length", group="sampling")
+    max_gen_rounds: int = knob("Dynamic sampling (DAPO): sample up to this many rounds of fresh prompts to "
+                               "refill groups the filters drop; 1 = no refill.", 1, range="[1, inf)",
+                               slider=(1, 8, 1), off=1, group="filters",
+                               no_trl="TRL's GRPOTrainer trains on every group it samples, no refill")
+    pass_rate_threshold: float | None = knob("No-positive-resampling (ScaleRL): retire a prompt once a group "
+                                             "of it reaches this pass rate; None = off.", None,
+                                             range="(0, 1]", slider=(0.5, 1.0, 0.05), on=0.9, group="filters",
+                                             no_trl="TRL keeps drawing solved prompts")
+    topk_logprobs: int = knob("Record the rollout's top-K token log-probs (DPPO's top-K losses need them).", 0,
+                              symbol="K", range="[0, inf)", slider=(0, 32, 1), off=0, group="sampling",
+                              no_trl="TRL does not record the rollout's top-K")
 
     # --- reward ---------------------------------------------------------------------------------
-    format_weight: float = doc("Weight of the task's format reward in the total reward.", 0.0)
-    overlong_buffer: int = doc("L_cache of DAPO's soft overlong punishment: the penalty ramps from 0 at "
-                               "L_max - L_cache to -1 at L_max; 0 = off.", 0)
-    filters: tuple = doc("Names in rlnb.algos.FILTERS whose keep masks (ANDed) decide which rows enter the "
-                         "loss, e.g. ('zero_variance',), ('dynamic_sampling',), ('overlong',).", ())
+    format_weight: float = knob("Weight of the task's format reward in the total reward.", 0.0,
+                                symbol="w_fmt", range="(-inf, inf)", slider=(0.0, 1.0, 0.05), off=0.0,
+                                trl="reward_weights", group="reward")
+    overlong_buffer: int = knob("DAPO's soft overlong punishment: the penalty ramps from 0 at L_max - L_cache "
+                                "to -1 at L_max; 0 = off.", 0, symbol="L_cache", range="[0, inf)",
+                                slider=(0, 32, 1), off=0, group="reward",
+                                no_trl="passed to TRL as an extra reward function 'overlong'")
+    filters: tuple = knob("Names in rlnb.algos.FILTERS whose keep masks (ANDed) decide which rows enter the "
+                          "loss, e.g. ('zero_variance',), ('dynamic_sampling',), ('overlong',).", (),
+                          choices="FILTERS", off=(), group="filters",
+                          no_trl="only 'overlong' maps (mask_truncated_completions)")
 
     # --- advantage ------------------------------------------------------------------------------
-    advantage: str = doc("Advantage estimator, a key of rlnb.algos.ADVANTAGES.", "grpo")
-    unbiased: bool = doc("Std with Bessel's correction (divide by G-1) in GRPO's normalisation.", True)
-    eps: float = doc("Epsilon in the advantage's denominator (GRPO std, MaxRL mean).", 1e-6)
-    batch_std_centred: bool = doc("batch_norm: divide by the std of the group-centred rewards "
-                                  "(REINFORCE++-baseline) instead of the raw rewards (Lite-PPO).", False)
+    advantage: str = knob("Advantage estimator, a key of rlnb.algos.ADVANTAGES.", "grpo", choices="ADVANTAGES",
+                          trl="scale_rewards", group="advantage")
+    unbiased: bool = knob("Std with Bessel's correction (divide by G-1) in the std normalisation.", UNSET,
+                          group="advantage", no_trl="TRL's std always divides by N-1")
+    eps: float = knob("Epsilon in the advantage's denominator (GRPO's std, MaxRL's mean).", UNSET, symbol="ε",
+                      range="(0, 1]", slider=(-9, -1, 0.5), scale="log", group="advantage",
+                      no_trl="TRL divides by (std + 1e-4), a constant in its code")
+    batch_std_centred: bool = knob("batch_norm: divide by the std of the group-centred rewards "
+                                   "(REINFORCE++-baseline) instead of the raw rewards (Lite-PPO).", UNSET,
+                                   group="advantage", no_trl="TRL's batch std is over the raw rewards")
 
     # --- policy loss ----------------------------------------------------------------------------
-    loss: str = doc("Per-token policy loss, a key of rlnb.algos.POLICY_LOSSES.", "ppo_clip")
-    eps_low: float = doc("Lower clip range: ratio clipped below at 1 - eps_low. TRL: epsilon.", 0.2)
-    eps_high: float = doc("Upper clip range: ratio clipped above at 1 + eps_high. TRL: epsilon_high.", 0.2)
-    aggregation: str = doc("How the per-token loss becomes a scalar, a key of AGGREGATIONS.", "seq-mean-token-mean")
-    dual_clip_c: float | None = doc("c of dual-clip PPO: for A < 0 the loss is at most -A c (c > 1, "
-                                    "verl uses 3); None = off.", None)
-    cispo_cap: float | None = doc("CISPO's IS-weight cap. None = 1 + eps_high (MiniMax-M1, verl); a number "
-                                  "= absolute cap (TRL's epsilon_high with loss_type='cispo', e.g. 5.0).", None)
-    tau_pos: float = doc("SAPO gate temperature for A > 0.", 1.0)
-    tau_neg: float = doc("SAPO gate temperature for A <= 0 (larger decays faster).", 1.05)
-    dppo_delta: float = doc("DPPO trust-region radius delta (0.15 for TV, 0.05 for KL variants).", 0.15)
-    dppo_cap: float = doc("DPPO cap C on the IS weight, min(rho, C).", 10.0)
+    loss: str = knob("Per-token policy loss, a key of rlnb.algos.POLICY_LOSSES.", "ppo_clip",
+                     choices="POLICY_LOSSES", trl="loss_type", group="loss")
+    eps_low: float = knob("Lower clip range: the ratio is clipped below at 1 - eps_low.", UNSET, symbol="ε_low",
+                          range="[0, 1]", slider=(0.0, 1.0, 0.01), trl="epsilon", group="loss")
+    eps_high: float = knob("Upper clip range: the ratio is clipped above at 1 + eps_high.", UNSET,
+                           symbol="ε_high", range="[0, inf)", slider=(0.0, 1.0, 0.01), trl="epsilon_high",
+                           group="loss")
+    aggregation: str = knob("How the per-token loss becomes a scalar, a key of rlnb.algos.AGGREGATIONS.",
+                            "seq-mean-token-mean", choices="AGGREGATIONS", trl="loss_type", group="aggregation")
+    dual_clip_c: float | None = knob("Dual-clip PPO: for A < 0 the loss is at most -A c (c > 1, verl uses 3); "
+                                     "None = off.", UNSET, symbol="c", range="(1, inf)",
+                                     slider=(1.05, 10.0, 0.05), on=3.0, trl="delta", group="loss")
+    cispo_cap: float | None = knob("CISPO's IS-weight cap. None = 1 + eps_high (MiniMax-M1, verl); a number = "
+                                   "an absolute cap (TRL's epsilon_high with loss_type='cispo').", UNSET,
+                                   range="(0, inf)", slider=(0.5, 10.0, 0.1), on=5.0, trl="epsilon_high",
+                                   group="loss")
+    tau_pos: float = knob("SAPO gate temperature for A > 0.", UNSET, symbol="τ_pos", range="(0, inf)",
+                          slider=(0.1, 5.0, 0.05), trl="sapo_temperature_pos", group="loss")
+    tau_neg: float = knob("SAPO gate temperature for A <= 0 (larger decays faster).", UNSET, symbol="τ_neg",
+                          range="(0, inf)", slider=(0.1, 5.0, 0.05), trl="sapo_temperature_neg", group="loss")
+    dppo_delta: float = knob("DPPO trust-region radius.", UNSET, symbol="δ", range="(0, inf)",
+                             slider=(0.0, 0.5, 0.01), group="loss", no_trl="TRL has no DPPO loss")
+    dppo_cap: float = knob("DPPO cap C on the IS weight, min(rho, C).", UNSET, symbol="C", range="(0, inf)",
+                           slider=(1.0, 20.0, 0.5), group="loss", no_trl="TRL has no DPPO loss")
 
     # --- KL and entropy -------------------------------------------------------------------------
-    beta: float = doc("KL coefficient; 0 skips the reference model entirely. TRL: beta (kl_coef in "
-                      "TRL's PPOTrainer, where the KL sits in the reward).", 0.0)
-    kl_estimator: str = doc("KL estimator, a key of rlnb.algos.KL_ESTIMATORS (used in the loss).", "k3")
-    kl_in_reward: bool = doc("Put the KL in the reward (r - beta sum_t k1, classic PPO/RLOO) instead of "
-                             "in the loss (GRPO).", False)
-    kl_target: float | None = doc("Adaptive beta (Ziegler et al. 2019): steer the token-mean KL toward "
-                                  "this target; None = fixed beta.", None)
-    kl_horizon: int = doc("Horizon of the adaptive-beta controller, in samples.", 10_000)
-    entropy_coef: float = doc("Entropy bonus coefficient: loss -= entropy_coef * agg(H); the start value "
-                              "when the thermostat is on.", 0.0)
-    entropy_target: float | None = doc("Entropy thermostat (Skywork-OR1): target token-mean entropy; the "
-                                       "coefficient rises below it and falls above; None = fixed.", None)
-    entropy_coef_delta: float = doc("Thermostat step of the entropy coefficient per training step.", 1e-3)
-    entropy_coef_max: float = doc("Thermostat upper bound of the entropy coefficient.", 0.05)
+    beta: float = knob("KL coefficient; 0 skips the reference model entirely (kl_coef in TRL's PPOTrainer, "
+                       "where the KL sits in the reward).", 0.0, symbol="β", range="[0, inf)",
+                       slider=(0.0, 0.5, 0.005), trl="beta", off=0.0, group="kl")
+    kl_estimator: str = knob("KL estimator, a key of rlnb.algos.KL_ESTIMATORS (used in the loss).", "k3",
+                             choices="KL_ESTIMATORS", group="kl", no_trl="TRL's KL in the loss is k3 only")
+    kl_in_reward: bool = knob("Put the KL in the reward (r - beta sum_t k1, classic PPO/RLOO) instead of in the "
+                              "loss (GRPO).", False, off=False, group="kl",
+                              no_trl="TRL's GRPOTrainer puts the KL in the loss only")
+    kl_target: float | None = knob("Adaptive beta (Ziegler et al. 2019): steer the token-mean KL toward this "
+                                   "target; None = fixed beta.", None, symbol="KL_target", range="(0, inf)",
+                                   slider=(-4, 0, 0.25), scale="log", on=0.01, group="kl",
+                                   no_trl="adaptive beta: TRL keeps beta fixed")
+    kl_horizon: int = knob("Horizon of the adaptive-beta controller, in samples.", 10_000, range="[1, inf)",
+                           slider=(100, 100_000, 100), group="kl", no_trl="adaptive beta: TRL keeps beta fixed")
+    entropy_coef: float = knob("Entropy bonus coefficient: loss -= entropy_coef * agg(H); the start value when "
+                               "the thermostat is on.", 0.0, symbol="α", range="[0, inf)",
+                               slider=(0.0, 0.05, 0.001), off=0.0, trl="entropy_coef", group="entropy")
+    entropy_target: float | None = knob("Entropy thermostat (Skywork-OR1): target token-mean entropy; the "
+                                        "coefficient rises below it and falls above; None = fixed.", None,
+                                        symbol="H_target", range="[0, inf)", slider=(0.0, 2.0, 0.01), on=0.3,
+                                        trl="entropy_target", group="entropy")
+    entropy_coef_delta: float = knob("Thermostat step of the entropy coefficient per training step.", 1e-3,
+                                     symbol="Δα", range="[0, inf)", slider=(0.0, 0.01, 0.0005),
+                                     trl="entropy_coef_delta", group="entropy")
+    entropy_coef_max: float = knob("Thermostat upper bound of the entropy coefficient.", 0.05, symbol="α_max",
+                                   range="[0, inf)", slider=(0.0, 0.2, 0.005), trl="entropy_coef_max",
+                                   group="entropy")
 
     # --- critic (PPO) ---------------------------------------------------------------------------
-    critic: bool = doc("PPO with a value head on the policy: per-token GAE advantages instead of the "
-                       "group estimator.", False)
-    gamma: float = doc("GAE discount (1 for LLMs).", 1.0)
-    lam: float = doc("GAE lambda (1 for LLMs).", 1.0)
-    whiten_advantages: bool = doc("Whiten GAE advantages over the batch's tokens.", True)
-    vf_coef: float = doc("Weight of the value loss in the total loss.", 0.5)
-    cliprange_value: float = doc("Clip range of the value update around the rollout's values.", 0.2)
+    critic: bool = knob("PPO with a value head on the policy: per-token GAE advantages instead of the group "
+                        "estimator.", False, off=False, group="critic", no_trl=NO_CRITIC)
+    gamma: float = knob("GAE discount (1 for LLMs).", 1.0, symbol="γ", range="[0, 1]", slider=(0.8, 1.0, 0.01),
+                        group="critic", no_trl=NO_CRITIC)
+    lam: float = knob("GAE lambda (1 for LLMs).", 1.0, symbol="λ", range="[0, 1]", slider=(0.0, 1.0, 0.05),
+                      group="critic", no_trl=NO_CRITIC)
+    whiten_advantages: bool = knob("Whiten GAE advantages over the batch's tokens.", True, group="critic",
+                                   no_trl=NO_CRITIC)
+    vf_coef: float = knob("Weight of the value loss in the total loss.", 0.5, symbol="c_v", range="[0, inf)",
+                          slider=(0.0, 2.0, 0.05), group="critic", no_trl=NO_CRITIC)
+    cliprange_value: float = knob("Clip range of the value update around the rollout's values.", 0.2,
+                                  symbol="ε_v", range="(0, inf)", slider=(0.01, 1.0, 0.01), group="critic",
+                                  no_trl=NO_CRITIC)
 
     # --- optimisation ---------------------------------------------------------------------------
-    lr: float = doc("Adam learning rate (scaled to the 1M-parameter default model).", 1e-4)
-    warmup_steps: int = doc("Linear learning-rate warm-up, in optimizer steps.", 10)
-    weight_decay: float = doc("AdamW weight decay.", 0.0)
-    max_grad_norm: float = doc("Gradient clipping by global norm (0 disables).", 1.0)
-    num_iterations: int = doc("mu: epochs over each batch. TRL: num_iterations.", 1)
-    num_mini_batches: int = doc("Optimizer steps per epoch; >1 makes the ratio leave 1 so clipping can fire.", 1)
-    fp32_lm_head: bool = doc("Compute the LM head in fp32 (MiniMax-M1, ScaleRL): smaller rollout/train "
-                             "mismatch in bf16 models.", False)
+    lr: float = knob("Adam learning rate (scaled to the 1M-parameter default model).", 1e-4, symbol="η",
+                     range="(0, inf)", slider=(-6, -2, 0.1), scale="log", trl="learning_rate", group="optimisation")
+    warmup_steps: int = knob("Linear learning-rate warm-up, in optimizer steps.", 10, range="[0, inf)",
+                             slider=(0, 100, 1), trl="warmup_steps", group="optimisation")
+    weight_decay: float = knob("AdamW weight decay.", 0.0, range="[0, inf)", slider=(0.0, 0.1, 0.001),
+                               trl="weight_decay", group="optimisation")
+    max_grad_norm: float = knob("Gradient clipping by global norm (0 disables).", 1.0, range="[0, inf)",
+                                slider=(0.0, 5.0, 0.1), trl="max_grad_norm", group="optimisation")
+    num_iterations: int = knob("Epochs over each batch.", 1, symbol="μ", range="[1, inf)", slider=(1, 8, 1),
+                               trl="num_iterations", group="optimisation")
+    num_mini_batches: int = knob("Optimizer steps per epoch; >1 makes the ratio leave 1 so clipping can fire.", 1,
+                                 range="[1, inf)", slider=(1, 8, 1), trl="steps_per_generation",
+                                 group="optimisation")
+    fp32_lm_head: bool = knob("Compute the LM head in fp32 (MiniMax-M1, ScaleRL): smaller rollout/train mismatch "
+                              "in bf16 models.", False, trl="cast_lm_head_to_fp32", group="optimisation")
 
     def __post_init__(self):
         if isinstance(self.filters, (list, str)):  # accept a list or one name; store a hashable tuple
@@ -109,20 +171,40 @@ class Recipe:
 
         check_recipe(self)  # types, ranges, registry names: a bad recipe never exists
 
+    @staticmethod
+    def knobs() -> dict[str, Knob]:
+        """``{name: Knob}``: every field's declaration (doc, symbol, range, slider, TRL name, flag)."""
+        return _KNOBS
+
+    @staticmethod
+    def field_docs() -> dict[str, str]:
+        return {n: k.doc for n, k in _KNOBS.items()}
+
     def replace(self, **changes) -> Recipe:
-        """A copy with ``changes``; unknown field names raise and list the known ones."""
-        known = {f.name for f in dataclasses.fields(self)}
+        """A copy with ``changes``; unknown field names raise and list the known ones. Choosing another
+        registry entry (``loss="cispo"``) returns the old entry's knobs to UNSET unless ``changes`` set
+        them too: a recipe's clip range belongs to its loss, so CISPO then runs with its own defaults."""
+        known = set(_KNOBS)
         bad = sorted(set(changes) - known)
         if bad:
             from rlnb.validate import closest
 
             raise TypeError(f"{bad[0]}: Recipe has no field(s) {bad}; known fields: {sorted(known)}"
                             f"{closest(bad[0], known)}")
-        return dataclasses.replace(self, **changes)
+        from rlnb.hyper import released_knobs
+
+        return dataclasses.replace(self, **{**released_knobs(self, changes), **changes})
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """JSON-friendly fields; UNSET entry knobs are left out (``Recipe(**d)`` restores them)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not UNSET}
 
-    @staticmethod
-    def field_docs() -> dict[str, str]:
-        return {f.name: f.metadata.get("doc", "") for f in dataclasses.fields(Recipe)}
+    def hyperparameters(self) -> dict[str, dict]:
+        """What runs, per stage: ``{"loss": {"loss": "cispo", "eps_low": 1.0, ...}, ...}`` with every UNSET
+        knob resolved to the chosen entry's own default (see ``rlnb.hyper``)."""
+        from rlnb.hyper import hyperparameters
+
+        return hyperparameters(self)
+
+
+_KNOBS = declared(Recipe)

@@ -1,4 +1,8 @@
-"""Named recipes: each composes registry entries with its paper's defaults, scaled to the toy setting.
+"""Named recipes: each composes registry entries with its paper's values, scaled to the toy setting.
+
+Each recipe writes its paper's values for the knobs of the entries it chooses (``eps_low``, ``eps_high``,
+...). Overriding an entry (``get("grpo", loss="cispo")``) returns those knobs to the new entry's own
+defaults unless you override them too (``Recipe.replace``).
 
 ``rlnb.recipes.names()`` lists them; ``rlnb.recipes.get(name, **overrides)`` returns a ``Recipe``.
 Every recipe shares the toy budget (P = 16 prompts x G = 8 samples, lr 1e-4, 32 new tokens) unless its
@@ -7,7 +11,6 @@ paper's mechanism needs something else; what differs is what the papers differ i
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 
 from rlnb.recipe import Recipe
@@ -24,14 +27,14 @@ def ppo() -> Recipe:
     """PPO with a critic (Schulman et al. 2017, arXiv 1707.06347; InstructGPT-style RLHF): a value head,
     GAE (gamma = lam = 1), clipped value loss, KL to the reference in the reward, two mini-batches."""
     return Recipe(name="ppo", paper="PPO, arXiv 1707.06347; InstructGPT, arXiv 2203.02155", critic=True,
-                  loss="ppo_clip", aggregation="token-mean", beta=0.01, kl_in_reward=True, num_mini_batches=2)
+                  loss="ppo_clip", eps_low=0.2, eps_high=0.2, aggregation="token-mean", beta=0.01, kl_in_reward=True, num_mini_batches=2)
 
 
 def grpo() -> Recipe:
     """GRPO (DeepSeekMath, arXiv 2402.03300): group-normalised advantages, PPO clip, seq-mean-token-mean.
     DeepSeekMath used beta 0.04; recent practice (and this toy default) is beta 0."""
     return Recipe(name="grpo", paper="DeepSeekMath, arXiv 2402.03300", advantage="grpo", loss="ppo_clip",
-                  aggregation="seq-mean-token-mean", beta=0.0)
+                  eps_low=0.2, eps_high=0.2, aggregation="seq-mean-token-mean", beta=0.0)
 
 
 def rloo() -> Recipe:
@@ -44,7 +47,8 @@ def rloo() -> Recipe:
 def dr_grpo() -> Recipe:
     """Dr. GRPO (Liu et al., arXiv 2503.20783): no std normalisation, a constant loss normaliser."""
     return Recipe(name="dr_grpo", paper="Understanding R1-Zero-Like Training, arXiv 2503.20783",
-                  advantage="dr_grpo", loss="ppo_clip", aggregation="seq-mean-token-sum-norm")
+                  advantage="dr_grpo", loss="ppo_clip", eps_low=0.2, eps_high=0.2,
+                  aggregation="seq-mean-token-sum-norm")
 
 
 def dapo() -> Recipe:
@@ -75,7 +79,7 @@ def maxrl() -> Recipe:
     """MaxRL (arXiv 2602.02710): A = (r - mean) / mean, which optimises a sum of pass@k; clip 0.2/0.2,
     token-mean, no KL (paper N = 16; 8 here like the others)."""
     return Recipe(name="maxrl", paper="MaxRL, arXiv 2602.02710", advantage="maxrl", loss="ppo_clip",
-                  aggregation="token-mean")
+                  eps_low=0.2, eps_high=0.2, aggregation="token-mean")
 
 
 def dppo() -> Recipe:
@@ -114,14 +118,24 @@ def get(name: str | Recipe, **overrides) -> Recipe:
 TABLE_FIELDS = ["advantage", "loss", "aggregation"]
 
 
+def _entry_cell(r: Recipe, stage: str) -> str:
+    """``name`` and the knobs it runs with under ``r`` (resolved: UNSET shows the entry's own default)."""
+    hp = dict(r.hyperparameters()[stage])
+    name = hp.pop(stage)
+    knobs = ", ".join(f"{k}={v!r}" for k, v in hp.items() if k not in r.knobs() or r.knobs()[k].entry)
+    return f"`{name}`" + (f" ({knobs})" if knobs else "")
+
+
 def table_markdown() -> str:
-    """The README's recipe table: each recipe's registry entries and what it changes from the defaults."""
-    base = Recipe()
-    lines = ["| recipe | advantage | loss | aggregation | other settings (vs. defaults) | paper |", "|---|---|---|---|---|---|"]
+    """The README's recipe table: each recipe's registry entries with the knobs they run with, and the
+    other knobs it changes from the Recipe defaults."""
+    base, knobs = Recipe(), Recipe.knobs()
+    lines = ["| recipe | advantage | loss | aggregation | other settings (vs. defaults) | paper |",
+             "|---|---|---|---|---|---|"]
     for name in names():
         r = get(name)
-        diffs = [f"`{f.name}={getattr(r, f.name)!r}`" for f in dataclasses.fields(r)
-                 if f.name not in ("name", "paper", *TABLE_FIELDS) and getattr(r, f.name) != getattr(base, f.name)]
-        cells = [f"`{name}`", *(f"`{getattr(r, k)}`" for k in TABLE_FIELDS), ", ".join(diffs) or "-", r.paper]
+        diffs = [f"`{k}={getattr(r, k)!r}`" for k, kn in knobs.items()
+                 if kn.group != "meta" and not kn.entry and k not in TABLE_FIELDS and getattr(r, k) != getattr(base, k)]
+        cells = [f"`{name}`", *(_entry_cell(r, k) for k in TABLE_FIELDS), ", ".join(diffs) or "-", r.paper]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -5,36 +5,19 @@ and says what was expected: ``TypeError`` for a wrong kind of value, ``ValueErro
 range or inconsistent with another, ``KeyError`` for an unknown name (listing the known names and
 suggesting the closest).
 
->>> check_range("temperature", 0.0, "(0, inf)")
-Traceback (most recent call last):
-...
-ValueError: temperature: expected a number > 0, got 0.0
 >>> unknown_name("loss", "ppo-clip", ["pg", "ppo_clip"], "policy loss").args[0]
 "loss: unknown policy loss 'ppo-clip'; known: ['pg', 'ppo_clip'] (did you mean 'ppo_clip'?)"
 """
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
-import math
 import numbers
 
 import torch
 
-# Allowed range of each numeric Recipe field, as an interval; a missing field has no range.
-RANGES = {
-    "num_generations": "[1, inf)", "prompts_per_step": "[1, inf)", "temperature": "(0, inf)",
-    "top_p": "(0, 1]", "max_new_tokens": "[1, inf)", "max_gen_rounds": "[1, inf)",
-    "pass_rate_threshold": "(0, 1]", "topk_logprobs": "[0, inf)", "overlong_buffer": "[0, inf)",
-    "eps": "(0, 1]", "eps_low": "[0, 1]", "eps_high": "[0, inf)", "dual_clip_c": "(1, inf)",
-    "cispo_cap": "(0, inf)", "tau_pos": "(0, inf)", "tau_neg": "(0, inf)", "dppo_delta": "(0, inf)",
-    "dppo_cap": "(0, inf)", "beta": "[0, inf)", "kl_target": "(0, inf)", "kl_horizon": "[1, inf)",
-    "entropy_coef": "[0, inf)", "entropy_target": "[0, inf)", "entropy_coef_delta": "[0, inf)",
-    "entropy_coef_max": "[0, inf)", "gamma": "[0, 1]", "lam": "[0, 1]", "vf_coef": "[0, inf)",
-    "cliprange_value": "(0, inf)", "lr": "(0, inf)", "warmup_steps": "[0, inf)", "weight_decay": "[0, inf)",
-    "max_grad_norm": "[0, inf)", "num_iterations": "[1, inf)", "num_mini_batches": "[1, inf)",
-}
+from rlnb.hyper import check_entry_defaults
+from rlnb.knobs import check_kind, check_range, check_value  # noqa: F401  (re-exported)
 
 
 def closest(name, known) -> str:
@@ -49,54 +32,24 @@ def unknown_name(arg: str, name, known, kind: str) -> KeyError:
     return KeyError(f"{arg}: unknown {kind} {name!r}; known: {known}{closest(name, known)}")
 
 
-def _describe(interval: str) -> str:
-    lo, hi = (s.strip() for s in interval[1:-1].split(","))
-    left = ">" if interval[0] == "(" else ">="
-    if hi == "inf":
-        return f"a number {left} {lo}"
-    return f"a number in {interval}"
-
-
-def check_range(arg: str, value, interval: str) -> None:
-    """``value`` must be a finite real number in ``interval`` ("[a, b)", "(0, inf)", ...)."""
-    lo, hi = (float(s) for s in interval[1:-1].split(","))
-    ok_lo = value >= lo if interval[0] == "[" else value > lo
-    ok_hi = value <= hi if interval[-1] == "]" else value < hi
-    if not (math.isfinite(value) and ok_lo and ok_hi):
-        raise ValueError(f"{arg}: expected {_describe(interval)}, got {value!r}")
-
-
-def check_kind(arg: str, value, kind: str) -> None:
-    """``kind`` is a Recipe annotation: "int", "float", "bool", "str", "tuple", "float | None", ..."""
-    if value is None and "None" in kind:
-        return
-    base = kind.replace("| None", "").strip()
-    ok = {
-        "int": isinstance(value, numbers.Integral) and not isinstance(value, bool),
-        "float": isinstance(value, numbers.Real) and not isinstance(value, bool),
-        "bool": isinstance(value, bool),
-        "str": isinstance(value, str),
-        "tuple": isinstance(value, tuple) and all(isinstance(x, str) for x in value),
-    }.get(base, True)
-    if not ok:
-        what = {"tuple": "a tuple of names", "int": "an int", "bool": "True or False"}.get(base, f"a {base}")
-        raise TypeError(f"{arg}: expected {what}{' or None' if 'None' in kind else ''}, got {value!r}")
-
-
 def check_recipe(recipe) -> None:
-    """Types, ranges, registry names and cross-field rules of a ``Recipe``; raises on the first problem."""
-    for f in dataclasses.fields(recipe):
-        value = getattr(recipe, f.name)
-        check_kind(f.name, value, str(f.type))
-        if f.name in RANGES and value is not None:
-            check_range(f.name, value, RANGES[f.name])
+    """Kinds and ranges of every knob (from its declaration), registry names, the chosen entries' own
+    defaults, and the cross-field rules of a ``Recipe``; raises on the first problem."""
+    for name, k in recipe.knobs().items():
+        check_value(k, getattr(recipe, name))
     r = recipe
     if r.num_mini_batches > r.prompts_per_step:
         raise ValueError(f"num_mini_batches: expected at most prompts_per_step={r.prompts_per_step} "
                          f"(each mini-batch holds whole groups), got {r.num_mini_batches}")
     if r.overlong_buffer > r.max_new_tokens:
         raise ValueError(f"overlong_buffer: expected at most max_new_tokens={r.max_new_tokens}, got {r.overlong_buffer}")
+    if r.entropy_target is not None and r.entropy_coef > r.entropy_coef_max:
+        raise ValueError(f"entropy_coef: the thermostat (entropy_target set) starts at entropy_coef and stays "
+                         f"in [0, entropy_coef_max={r.entropy_coef_max}], got {r.entropy_coef}")
+    if r.kl_target is not None and r.beta <= 0:
+        raise ValueError(f"beta: the adaptive KL controller (kl_target set) needs a starting beta > 0, got {r.beta}")
     _check_names(r)
+    check_entry_defaults(r)
 
 
 def _check_names(r) -> None:

@@ -21,14 +21,6 @@ NAMES = {
     "FILTERS": ["dynamic_sampling", "overlong", "zero_variance"],
 }
 
-# every hyperparameter a registry entry takes: these are the Recipe fields the loop binds by name
-HYPER = {"unbiased", "eps", "batch_std_centred", "eps_low", "eps_high", "dual_clip_c", "cispo_cap",
-         "tau_pos", "tau_neg", "dppo_delta", "dppo_cap", "group_size", "max_new_tokens", "clip_cov_ratio",
-         "clip_cov_lb", "clip_cov_ub", "kl_cov_ratio", "kl_cov_coef", "pass_k"}
-
-# names shared by several entries whose defaults deliberately differ (each recipe sets them)
-PER_ENTRY_DEFAULTS = {"eps_low", "eps_high", "dppo_delta"}
-
 ENTRIES = [(r, n) for r, reg in REGISTRIES.items() for n in sorted(reg)]
 
 
@@ -44,25 +36,10 @@ def test_every_entry_documents_paper_and_has_a_doctest(reg, name):
     assert any(k in doc for k in ("arXiv", "Williams 1992", "Schulman 2020")), f"{name}: no paper"
 
 
-def test_hyperparameter_names_are_the_documented_set():
-    found = {h for reg in REGISTRIES.values() for fn in reg.values() for h in hyper_names(fn)}
-    assert found == HYPER
-
-
-def test_shared_hyperparameters_share_defaults():
-    defaults = {}
-    for reg in REGISTRIES.values():
-        for fn in reg.values():
-            for p in inspect.signature(fn).parameters.values():
-                if p.kind is p.KEYWORD_ONLY and p.name not in PER_ENTRY_DEFAULTS:
-                    defaults.setdefault(p.name, set()).add(repr(p.default))
-    mixed = {k: v for k, v in defaults.items() if len(v) > 1 and k != "group_size"}
-    assert not mixed, mixed
-
-
-def test_bind_fills_from_recipe_fields():
+def test_bind_fills_what_the_recipe_sets_and_leaves_the_rest_to_the_entry():
     fn = bind(POLICY_LOSSES["ppo_clip"], Recipe(eps_low=0.2, eps_high=0.28))
-    assert fn.keywords == {"eps_low": 0.2, "eps_high": 0.28, "dual_clip_c": None}
+    assert fn.keywords == {"eps_low": 0.2, "eps_high": 0.28}           # dual_clip_c: ppo_clip's own None
+    assert bind(POLICY_LOSSES["cispo"], Recipe()).keywords == {}        # all three knobs: cispo's own
     agg = bind(AGGREGATIONS["seq-mean-token-sum-norm"], Recipe(max_new_tokens=24))
     assert agg.keywords == {"max_new_tokens": 24}
 

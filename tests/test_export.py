@@ -1,14 +1,13 @@
 """The recipe -> TRL mapping as plain data (no ``trl`` needed): every recipe, every field accounted for,
 and each conversion checked by hand."""
 
-import dataclasses
 
 import pytest
 import torch
 
 import rlnb
 from rlnb.export import batch_geometry, mapping_table, overlong_reward, text_reward, trl_mapping
-from rlnb.export.trl_map import HANDLED
+from rlnb.export.trl_map import CONVERTED, RULED
 from rlnb.recipe import Recipe
 
 # By hand from the papers and TRL 1.16's GRPOTrainer: (expected config fields, unsupported fields,
@@ -38,9 +37,32 @@ COMMON = {"num_generations": 8, "max_completion_length": 32, "temperature": 1.0,
           "num_iterations": 1, "gradient_accumulation_steps": 1}
 
 
-def test_every_recipe_has_an_expectation_and_every_field_a_rule():
+def test_every_recipe_has_an_expectation_and_the_rule_lists_name_real_knobs():
     assert set(EXPECTED) == set(rlnb.recipes.names())
-    assert HANDLED == {f.name for f in dataclasses.fields(Recipe)}   # a new Recipe field needs a mapping rule
+    knobs = Recipe.knobs()
+    assert CONVERTED <= {n for n, k in knobs.items() if k.trl}       # a conversion rule for a TRL field
+    assert RULED <= {n for n, k in knobs.items() if not k.trl}       # a gap rule for a knob TRL lacks
+
+
+# a legal non-default value for each knob the mapping copies or reports from its declaration alone
+MOVED = {"num_generations": 4, "temperature": 0.7, "top_p": 0.9, "max_new_tokens": 24, "entropy_coef": 0.01,
+         "lr": 3e-4, "warmup_steps": 3, "weight_decay": 0.01, "max_grad_norm": 0.5, "num_iterations": 2,
+         "fp32_lm_head": True, "max_gen_rounds": 3, "pass_rate_threshold": 0.9, "topk_logprobs": 4,
+         "kl_in_reward": True, "kl_target": 0.1, "beta": 0.1}
+
+
+def test_declared_trl_names_carry_the_value_and_declared_gaps_their_reason():
+    knobs = Recipe.knobs()
+    direct = {n for n, k in knobs.items() if k.trl and n not in CONVERTED}
+    gaps = {n for n, k in knobs.items() if not k.trl and n not in RULED}
+    assert direct | gaps <= set(MOVED), sorted((direct | gaps) - set(MOVED))
+    for name in sorted(direct | gaps):
+        r = rlnb.recipes.get("grpo", **{name: MOVED[name], **({"beta": 0.1} if name == "kl_target" else {})})
+        m = trl_mapping(r)
+        if name in direct:
+            assert m.kwargs[knobs[name].trl] == MOVED[name], name
+        else:
+            assert [g.why for g in m.unsupported if g.field == name] == [knobs[name].no_trl], name
 
 
 @pytest.mark.parametrize("name", list(EXPECTED))

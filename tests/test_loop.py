@@ -146,7 +146,8 @@ def test_cli_recipe_flags_parse_tuples_bools_and_optional_numbers():
     from rlnb.cli import _overrides, build_parser
 
     args = build_parser().parse_args(["train", "--filters", "dynamic_sampling", "overlong", "--kl-target", "0.1",
-                                      "--dual-clip-c", "none", "--fp32-lm-head", "true", "--eps-high", "0.28"])
-    assert _overrides(args) == {"filters": ("dynamic_sampling", "overlong"), "kl_target": 0.1,
-                                "fp32_lm_head": True, "eps_high": 0.28}
+                                      "--dual-clip-c", "none", "--fp32-lm-head", "true", "--eps-high", "0.28",
+                                      "--beta", "0.05"])
+    assert _overrides(args) == {"filters": ("dynamic_sampling", "overlong"), "kl_target": 0.1, "dual_clip_c": None,
+                                "fp32_lm_head": True, "eps_high": 0.28, "beta": 0.05}
     assert rlnb.recipes.get("grpo", **_overrides(args)).filters == ("dynamic_sampling", "overlong")

@@ -125,3 +125,14 @@ def test_categorical_axes_list_exactly_the_current_completions():
     labels = ["o0 right |o|=5", "o1 wrong |o|=9"]
     fig = aggregation_figure(labels=labels, per_token={"token-mean": [0.1, 0.1]}, push={"token-mean": [1.0, -1.0]})
     assert list(fig.layout.xaxis.categoryarray) == labels and list(fig.layout.xaxis2.categoryarray) == labels
+
+
+def test_recipe_colours_are_distinct_and_stable_and_labels_are_human():
+    from rlnb.recipes import names
+    from rlnb.viz.theme import metric_label, recipe_color
+
+    colours = [recipe_color(n) for n in names()]
+    assert len(set(colours)) == len(colours)                     # one colour per recipe
+    assert recipe_color("my_recipe") == recipe_color("my_recipe") and recipe_color("my_recipe") not in colours
+    assert metric_label("frac_reward_zero_std") == "groups with no signal (share)"
+    assert metric_label("hp/beta") == "beta (knob)" and metric_label("unknown/x") == "unknown/x"

@@ -10,7 +10,7 @@ import plotly.io as pio
 import pytest
 import torch
 
-from rlnb import Batch, UpdateStats
+from rlnb import Batch, Recipe, UpdateStats
 from rlnb.algos import POLICY_LOSSES, LossOut
 from rlnb.viz import (
     AdvantageExplorer,
@@ -242,5 +242,5 @@ def test_widget_box_has_title_controls_readout_and_figure(backend):
     head, controls, readout, view = box.children
     assert "Clip explorer" in head.value and readout is e.readout and view is e.live.view
     assert {w.description for w in controls.children} >= {"loss", "eps_low", "eps_high", "A", "mu"}
-    assert e.controls["eps_high"].tooltip.startswith("Upper clip range")  # the Recipe field's doc
+    assert e.controls["eps_high"].tooltip == "ε_high: " + Recipe.knobs()["eps_high"].doc  # the declaration
     assert "application/vnd.jupyter.widget-view+json" in e._repr_mimebundle_()

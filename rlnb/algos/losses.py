@@ -138,8 +138,8 @@ def cispo(
     - ``cispo_cap=None`` (default, the paper's formula, verl / Trinity-RFT): cap = 1 + eps_high;
     - ``cispo_cap=<float>``: an absolute cap, as TRL's ``loss_type="cispo"`` reads ``epsilon_high``
       (e.g. 5.0, ScaleRL's truncated IS); eps_high is then ignored.
-    The paper imposes no lower bound ("eps_low set large"): the default eps_low = 1.0 makes it 0; a
-    recipe using CISPO must set eps_low itself since the Recipe field is shared with PPO.
+    The paper imposes no lower bound ("eps_low set large"): the default eps_low = 1.0 makes it 0.
+    A recipe that leaves eps_low / eps_high unset runs these defaults (``rlnb.hyper``).
 
     >>> out = cispo(torch.log(torch.tensor([[2.0, 1.0]])), torch.zeros(1, 2), torch.tensor([1.]), torch.ones(1, 2))
     >>> out.weight, out.clipped_high

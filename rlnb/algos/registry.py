@@ -52,6 +52,10 @@ class Registry(dict):
         return sorted(self)
 
 
+# Keyword-only arguments a stage fills from the batch itself, not from the recipe: not knobs.
+STRUCTURAL = frozenset({"group_size"})
+
+
 def hyper_names(fn: Callable) -> list[str]:
     """The keyword-only parameters of ``fn``: its hyperparameters (tensors are positional)."""
     params = inspect.signature(fn).parameters.values()
@@ -75,13 +79,20 @@ def extra_inputs(fn: Callable) -> tuple[str, ...]:
     return tuple(getattr(getattr(fn, "func", fn), "extra_inputs", ()))
 
 
+def knob_names(fn: Callable) -> list[str]:
+    """``hyper_names`` without the structural ones: the Recipe fields that fill ``fn``."""
+    return [n for n in hyper_names(getattr(fn, "func", fn)) if n not in STRUCTURAL]
+
+
 def bind(fn: Callable, config: Any, **extra) -> Callable:
     """``partial(fn, **hyper)`` with each keyword-only hyperparameter read from ``config``.
 
     ``config`` is usually a ``Recipe``: a function's hyperparameter ``eps_high`` is filled from
     ``recipe.eps_high``. This is how recipes reach registry functions without name-based branching.
-    Parameters ``config`` lacks keep the function's default; ``extra`` wins over both.
+    Parameters ``config`` lacks, or leaves ``UNSET``, keep the function's own default; ``extra`` wins.
     """
-    kw = {n: getattr(config, n) for n in hyper_names(fn) if hasattr(config, n)}
+    from rlnb.knobs import UNSET
+
+    kw = {n: getattr(config, n) for n in hyper_names(fn) if getattr(config, n, UNSET) is not UNSET}
     kw.update({k: v for k, v in extra.items() if k in hyper_names(fn)})
     return partial(fn, **kw)

@@ -75,7 +75,7 @@ def _spawn_memory(name, args) -> dict:
 def peak_memory(name: str, *, B: int, T: int, V: int = 151936, entropy: str = "grad") -> dict:
     """Peak extra MB of one forward + backward of CPU variant ``name``, measured as the CPU tier does (a
     fresh process, see the module docstring): ``{"extra_mb": ..., "grad_mb": ...}`` (``grad_mb``: the
-    bf16 logits gradient's size), or ``{"error": ...}`` if the child failed. Notebook 09 uses it.
+    bf16 logits gradient's size), or ``{"error": ...}`` if the child failed. Notebook 14 uses it.
 
     >>> peak_memory("naive", B=1, T=8)
     Traceback (most recent call last):

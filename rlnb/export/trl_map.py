@@ -74,17 +74,24 @@ class TRLMapping:
 
 
 # --- one function per topic; each returns the kwargs it sets and appends its gaps to ``m`` ---------------
-def _sampling(r: Recipe, m: TRLMapping) -> None:
-    m.kwargs.update(num_generations=r.num_generations, temperature=r.temperature, top_p=r.top_p,
-                    max_completion_length=r.max_new_tokens)
-    if r.max_gen_rounds > 1:
-        m.unsupported.append(Gap("max_gen_rounds", r.max_gen_rounds, "dynamic sampling (refilling dropped "
-                                 "groups with fresh prompts) is not in TRL's GRPOTrainer; every group is trained on"))
-    if r.pass_rate_threshold is not None:
-        m.unsupported.append(Gap("pass_rate_threshold", r.pass_rate_threshold, "no-positive-resampling: TRL "
-                                 "keeps drawing solved prompts"))
-    if r.topk_logprobs:
-        m.unsupported.append(Gap("topk_logprobs", r.topk_logprobs, "TRL does not record the rollout's top-K"))
+# Knobs with a TRL name whose value needs a rule below; every other knob with a TRL name is copied as is.
+CONVERTED = {"format_weight", "advantage", "loss", "aggregation", "eps_low", "eps_high", "dual_clip_c",
+             "cispo_cap", "tau_pos", "tau_neg", "beta", "entropy_target", "entropy_coef_delta",
+             "entropy_coef_max", "num_mini_batches"}
+# Knobs without a TRL name whose gap needs a rule below (every other one is a gap when not at its "off")
+RULED = {"name", "paper", "prompts_per_step", "filters", "overlong_buffer", "unbiased", "eps", "batch_std_centred",
+         "dppo_delta", "dppo_cap", "kl_estimator", "kl_horizon", "critic", *CRITIC_FIELDS}
+
+
+def _direct(r: Recipe, m: TRLMapping) -> None:
+    """Knobs declared with a TRL name and no conversion: copied; knobs TRL lacks: a gap when switched on,
+    with the declaration's reason."""
+    for name, k in Recipe.knobs().items():
+        value = getattr(r, name)
+        if k.trl and name not in CONVERTED:
+            m.kwargs[k.trl] = value
+        elif not k.trl and name not in RULED and value != k.off:
+            m.unsupported.append(Gap(name, value, k.no_trl))
 
 
 def _rewards(r: Recipe, m: TRLMapping) -> None:
@@ -112,39 +119,40 @@ def _advantage(r: Recipe, m: TRLMapping) -> None:
         m.kwargs["scale_rewards"] = "group"
         return
     m.kwargs["scale_rewards"] = SCALE_REWARDS[r.advantage]
-    if r.advantage == "batch_norm" and r.batch_std_centred:
-        m.unsupported.append(Gap("batch_std_centred", True, "TRL's batch std is over the raw rewards"))
+    hp, why = r.hyperparameters()["advantage"], {n: k.no_trl for n, k in Recipe.knobs().items()}
+    if hp.get("batch_std_centred"):
+        m.unsupported.append(Gap("batch_std_centred", True, why["batch_std_centred"]))
     if r.advantage in STD_ADVANTAGES:
-        if not r.unbiased:
-            m.differences.append(Gap("unbiased", False, "TRL's std always divides by N-1 (Bessel)"))
-        if r.eps != TRL_STD_EPS:
-            m.differences.append(Gap("eps", r.eps, f"TRL divides by (std + {TRL_STD_EPS}), a constant in its code"))
+        if not hp["unbiased"]:
+            m.differences.append(Gap("unbiased", False, why["unbiased"]))
+        if hp["eps"] != TRL_STD_EPS:
+            m.differences.append(Gap("eps", hp["eps"], why["eps"]))
 
 
-def _clip(r: Recipe, m: TRLMapping) -> None:
-    m.kwargs.update(epsilon=r.eps_low, epsilon_high=r.eps_high)
-    if r.dual_clip_c is not None:
-        if r.dual_clip_c > 1 + r.eps_high:  # then TRL's two-sided clip min(rho, delta) is the same loss
-            m.kwargs["delta"] = r.dual_clip_c
-            m.notes.append(f"dual_clip_c={r.dual_clip_c} -> delta: TRL's two-sided clipping (INTELLECT-2) caps "
+def _clip(hp: dict, m: TRLMapping) -> None:
+    m.kwargs.update(epsilon=hp["eps_low"], epsilon_high=hp["eps_high"])
+    c = hp.get("dual_clip_c")
+    if c is not None:
+        if c > 1 + hp["eps_high"]:  # then TRL's two-sided clip min(rho, delta) is the same loss
+            m.kwargs["delta"] = c
+            m.notes.append(f"dual_clip_c={c} -> delta: TRL's two-sided clipping (INTELLECT-2) caps "
                            "the ratio at delta, the same loss and gradient as dual-clip when delta > 1 + eps_high")
         else:
-            m.unsupported.append(Gap("dual_clip_c", r.dual_clip_c, "TRL's delta equals dual-clip only above "
-                                     "1 + eps_high"))
+            m.unsupported.append(Gap("dual_clip_c", c, "TRL's delta equals dual-clip only above 1 + eps_high"))
 
 
-def _cispo(r: Recipe, m: TRLMapping) -> None:
-    cap = r.cispo_cap if r.cispo_cap is not None else 1 + r.eps_high
+def _cispo(hp: dict, m: TRLMapping) -> None:
+    cap = hp["cispo_cap"] if hp["cispo_cap"] is not None else 1 + hp["eps_high"]
     m.kwargs["epsilon_high"] = cap
     m.notes.append(f"cispo: TRL's epsilon_high is the absolute cap on the IS weight; rlnb's cap is "
-                   f"{'cispo_cap' if r.cispo_cap is not None else '1 + eps_high'} = {cap:g}")
-    if r.eps_low < 1:
-        m.unsupported.append(Gap("eps_low", r.eps_low, "TRL's cispo has no lower truncation of the IS weight "
-                                 f"(rlnb truncates at 1 - eps_low = {1 - r.eps_low:g})"))
+                   f"{'cispo_cap' if hp['cispo_cap'] is not None else '1 + eps_high'} = {cap:g}")
+    if hp["eps_low"] < 1:
+        m.unsupported.append(Gap("eps_low", hp["eps_low"], "TRL's cispo has no lower truncation of the IS weight "
+                                 f"(rlnb truncates at 1 - eps_low = {1 - hp['eps_low']:g})"))
 
 
-def _sapo(r: Recipe, m: TRLMapping) -> None:
-    m.kwargs.update(sapo_temperature_pos=r.tau_pos, sapo_temperature_neg=r.tau_neg)
+def _sapo(hp: dict, m: TRLMapping) -> None:
+    m.kwargs.update(sapo_temperature_pos=hp["tau_pos"], sapo_temperature_neg=hp["tau_neg"])
 
 
 LOSS_FIELDS = {"ppo_clip": _clip, "gspo": _clip, "cispo": _cispo, "sapo": _sapo}
@@ -160,19 +168,14 @@ def _loss(r: Recipe, m: TRLMapping) -> None:
         m.unsupported.append(Gap(what, getattr(r, what), f"TRL has no ({r.loss}, {r.aggregation}) loss; the TRL "
                                  f"run uses loss_type={LOSS_TYPES[key][0]!r} ({key[0]}, {key[1]})"))
     m.kwargs["loss_type"], m.kwargs["importance_sampling_level"] = LOSS_TYPES[key]
-    LOSS_FIELDS[key[0]](r, m)
+    # the TRL loss's knobs, as the rlnb entry of that name would run them under this recipe
+    LOSS_FIELDS[key[0]](r.replace(loss=key[0]).hyperparameters()["loss"], m)
 
 
 def _kl_entropy(r: Recipe, m: TRLMapping) -> None:
     m.kwargs.update(beta=0.0 if r.kl_in_reward else r.beta, use_bias_correction_kl=False)
-    if r.kl_in_reward:
-        m.unsupported.append(Gap("kl_in_reward", True, "TRL's GRPOTrainer puts the KL in the loss only; the TRL "
-                                 "run has beta=0"))
-    elif r.beta > 0 and r.kl_estimator != "k3":
-        m.unsupported.append(Gap("kl_estimator", r.kl_estimator, "TRL's KL in the loss is k3 only"))
-    if r.kl_target is not None:
-        m.unsupported.append(Gap("kl_target", r.kl_target, "adaptive beta: TRL keeps beta fixed"))
-    m.kwargs["entropy_coef"] = r.entropy_coef
+    if not r.kl_in_reward and r.beta > 0 and r.kl_estimator != "k3":
+        m.unsupported.append(Gap("kl_estimator", r.kl_estimator, Recipe.knobs()["kl_estimator"].no_trl))
     if r.entropy_target is not None:
         m.kwargs.update(use_adaptive_entropy=True, entropy_target=r.entropy_target, entropy_coef_min=0.0,
                         entropy_coef_delta=r.entropy_coef_delta, entropy_coef_max=r.entropy_coef_max)
@@ -184,9 +187,7 @@ def _kl_entropy(r: Recipe, m: TRLMapping) -> None:
 
 
 def _optimisation(r: Recipe, m: TRLMapping) -> None:
-    m.kwargs.update(learning_rate=r.lr, weight_decay=r.weight_decay, max_grad_norm=r.max_grad_norm,
-                    warmup_steps=r.warmup_steps, lr_scheduler_type="constant_with_warmup",
-                    num_iterations=r.num_iterations, cast_lm_head_to_fp32=r.fp32_lm_head)
+    m.kwargs["lr_scheduler_type"] = "constant_with_warmup"
     if r.warmup_steps:
         m.differences.append(Gap("warmup_steps", r.warmup_steps, "the warm-up ramps lr k/W in TRL (first step "
                                  "at lr 0) and (k+1)/W in rlnb: one optimizer step apart"))
@@ -200,17 +201,7 @@ def _optimisation(r: Recipe, m: TRLMapping) -> None:
                                  "row, masked truncated ones included; rlnb over the kept rows"))
 
 
-TOPICS = (_sampling, _rewards, _advantage, _loss, _kl_entropy, _optimisation)
-# every Recipe field is read by a topic above (tests check this list against the dataclass)
-HANDLED = {
-    "name", "paper", "num_generations", "prompts_per_step", "temperature", "top_p", "max_new_tokens",
-    "max_gen_rounds", "pass_rate_threshold", "topk_logprobs", "format_weight", "overlong_buffer", "filters",
-    "advantage", "unbiased", "eps", "batch_std_centred", "loss", "eps_low", "eps_high", "aggregation",
-    "dual_clip_c", "cispo_cap", "tau_pos", "tau_neg", "dppo_delta", "dppo_cap", "beta", "kl_estimator",
-    "kl_in_reward", "kl_target", "kl_horizon", "entropy_coef", "entropy_target", "entropy_coef_delta",
-    "entropy_coef_max", "critic", *CRITIC_FIELDS, "lr", "warmup_steps", "weight_decay", "max_grad_norm",
-    "num_iterations", "num_mini_batches", "fp32_lm_head",
-}
+TOPICS = (_direct, _rewards, _advantage, _loss, _kl_entropy, _optimisation)
 
 
 def batch_geometry(r: Recipe, *, num_processes: int = 1, gradient_accumulation_steps: int = 1) -> dict:
@@ -243,7 +234,7 @@ def trl_mapping(recipe: str | Recipe, *, num_processes: int = 1, gradient_accumu
 
 
 def mapping_table(names: list[str] | None = None) -> str:
-    """A markdown table: each recipe's TRL loss settings and what TRL cannot express (notebook 10, README)."""
+    """A markdown table: each recipe's TRL loss settings and what TRL cannot express (notebook 15, README)."""
     lines = ["| recipe | TRL loss_type | importance sampling | scale_rewards | not expressible in TRL |",
              "|---|---|---|---|---|"]
     for name in names or recipes_mod.names():

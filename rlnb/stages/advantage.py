@@ -16,6 +16,8 @@ class Advantager:
     Reads: ``rewards``, ``group_size``, ``correct``, ``truncated``; with a critic also ``old_values``
     and ``mask``.
     Writes: ``adv`` ((B,), or (B, T) with a critic), ``keep`` (B,), and with a critic ``returns`` (B, T).
+    A batch that already carries ``keep`` (the Rollout's, which ran the filters to refill groups under
+    dynamic sampling, or yours) is taken as it is: the filters run once per step.
 
     ``estimator`` and ``filters`` are bound registry functions (``rlnb.algos.bind(ADVANTAGES[name],
     recipe)``), so the stage never needs to know which algorithm it runs. With ``gae`` given (PPO with a
@@ -40,9 +42,7 @@ class Advantager:
     def step(self, batch: Batch) -> Batch:
         if batch.rewards is None:
             raise ValueError("batch.rewards: expected rewards from the Rewarder, got None (run Rewarder.step first)")
-        keep = self.keep_mask(batch)
-        if batch.keep is not None:
-            keep &= batch.keep
+        keep = self.keep_mask(batch) if batch.keep is None else batch.keep  # the filters run once
         if self.gae is None:
             adv = self.estimator(batch.rewards, batch.group_size)
             if not isinstance(adv, torch.Tensor) or adv.shape != batch.rewards.shape:

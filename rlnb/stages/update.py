@@ -5,12 +5,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 
+from rlnb.algos.entropy import entropy_bonus
 from rlnb.algos.losses import extra_inputs
 from rlnb.batch import Batch
-from rlnb.forward import completion_logprobs
+from rlnb.forward import POLICY_INPUTS, completion_logprobs
 
 
 @dataclass
@@ -55,9 +57,29 @@ def make_optimizer(model, *, lr: float, weight_decay: float = 0.0, warmup_steps:
         raise ValueError(f"lr: expected a positive learning rate, got {lr!r}")
     params = [p for mod in (model, *extra_modules) for p in mod.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
-    warm = max(int(warmup_steps), 0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup(warmup_steps))
     return opt, sched
+
+
+class warmup:
+    """The schedule's factor at optimizer step s: (s + 1) / W during the warm-up, then 1 (W = 0: always 1).
+    A class, not a lambda, so the scheduler can be saved and ``set_schedule`` can change W."""
+
+    def __init__(self, warmup_steps: int):
+        self.warmup_steps = max(int(warmup_steps), 0)
+
+    def __call__(self, s: int) -> float:
+        return min(1.0, (s + 1) / self.warmup_steps) if self.warmup_steps else 1.0
+
+
+def set_schedule(optimizer, scheduler, *, lr: float, warmup_steps: int, weight_decay: float) -> None:
+    """Move a running optimizer to a new base lr, warm-up length and weight decay (between steps): the
+    current lr becomes lr x the schedule's factor at the step reached, as if it had been set from the start."""
+    scheduler.lr_lambdas = [warmup(warmup_steps) for _ in optimizer.param_groups]
+    scheduler.base_lrs = [lr for _ in optimizer.param_groups]
+    factor = scheduler.lr_lambdas[0](scheduler.last_epoch)
+    for group in optimizer.param_groups:
+        group.update(initial_lr=lr, lr=lr * factor, weight_decay=weight_decay)
 
 
 class Updater:
@@ -134,34 +156,39 @@ class Updater:
         return self._stats(batch, {k: v / n for k, v in sums.items()}, n, last)
 
     def _loss(self, mb: Batch, rows: torch.Tensor | None = None):
+        """The loss of one mini-batch as named zoo terms:
+        total = agg(pg) + beta * agg(kl) - entropy_coef * agg(H) [+ vf_coef * agg(value)]."""
         rows = torch.arange(mb.B) if rows is None else rows               # mini-batch row -> batch row
-        topk_ids = mb.extras.get("topk_ids") if "topk_logp" in self.loss_inputs else None
-        fw = completion_logprobs(self.model, mb.prompt_ids, mb.prompt_mask, mb.completion_ids, mb.mask,
-                                 temperature=self.temperature, entropy=True, fp32_lm_head=self.fp32_lm_head,
-                                 value_head=self.value_head, topk_ids=topk_ids)
-        logp, ent = fw.logp, fw.entropy
-        _finite("logits", logp, rows, "the current policy's log-probs")
-        keep = mb.keep if mb.keep is not None else torch.ones(mb.B, dtype=torch.bool, device=mb.mask.device)
-        m = mb.mask * keep[:, None].float()                               # (b, T) tokens in the loss
-        G = mb.group_size
-        extra = {name: (fw.topk_logp if name == "topk_logp" else mb.extras[name]) for name in self.loss_inputs}
-        out = self.loss_fn(logp, mb.old_logp, mb.adv, m, **extra)
-        pg = self.agg_fn(out.loss, m, group_size=G)
-        total = pg
+        fw = self.policy(mb)                                              # logp, entropy (b, T)
+        _finite("logits", fw.logp, rows, "the current policy's log-probs")
+        m = loss_mask(mb)                                                 # (b, T) tokens in the loss
+        agg = partial(self.agg_fn, group_size=mb.group_size)              # (b, T), (b, T) -> scalar
+        out = self.loss_fn(fw.logp, mb.old_logp, mb.adv, m, **self._inputs(fw, mb))  # per-token LossOut
+        measured = mb.ref_logp is not None and self.kl_fn is not None     # KL is logged whenever it can be
+        kl_t = self.kl_fn(fw.logp, mb.ref_logp) * m if measured else None  # (b, T)
+        terms = {
+            "pg": agg(out.loss, m),
+            "kl": self.beta * agg(kl_t, m) if self.beta else _zero(fw.logp),
+            "entropy": entropy_bonus(fw.entropy, m, agg, entropy_coef=self.entropy_coef),
+        }
         if self.value_head is not None:  # PPO's critic, trained on the same hidden states
-            total = total + self.vf_coef * self.agg_fn(self.value_loss_fn(fw.values, mb.old_values, mb.returns, m).loss,
-                                                       m, group_size=G)
-        kl_t = None
-        if mb.ref_logp is not None and self.kl_fn is not None:  # measured whenever there is a reference
-            kl_t = self.kl_fn(logp, mb.ref_logp) * m                      # (b, T)
-            if self.beta > 0:
-                total = total + self.beta * self.agg_fn(kl_t, m, group_size=G)
-        if self.entropy_coef:
-            total = total - self.entropy_coef * self.agg_fn(ent, m, group_size=G)
-        return total, pg, out, ent.detach(), kl_t, m
+            terms["value"] = self.vf_coef * agg(self.value_loss_fn(fw.values, mb.old_values, mb.returns, m).loss, m)
+        return sum(terms.values()), terms, out, fw.entropy.detach(), kl_t, m
+
+    def policy(self, mb: Batch):
+        """The current policy's per-token log-probs and entropy (and values, and the log-probs of the
+        rollout's top-K tokens when the loss reads them) on the mini-batch's completions."""
+        given = {arg: mb.extras[arg] for out, arg in POLICY_INPUTS.items() if out in self.loss_inputs}
+        return completion_logprobs(self.model, mb.prompt_ids, mb.prompt_mask, mb.completion_ids, mb.mask,
+                                   temperature=self.temperature, entropy=True, fp32_lm_head=self.fp32_lm_head,
+                                   value_head=self.value_head, **given)
+
+    def _inputs(self, fw, mb: Batch) -> dict:
+        """The extra tensors the loss reads: the current policy's output of that name, else the batch's."""
+        return {n: getattr(fw, n) if getattr(fw, n, None) is not None else mb.extras[n] for n in self.loss_inputs}
 
     def _one_step(self, mb: Batch, rows: torch.Tensor) -> dict:
-        total, pg, out, ent, kl_t, m = self._loss(mb, rows)
+        total, terms, out, ent, kl_t, m = self._loss(mb, rows)
         tokens = m.sum().clamp(min=1)
         grad_norm = 0.0
         if m.sum() > 0:  # a mini-batch whose rows were all filtered out contributes no step
@@ -180,7 +207,7 @@ class Updater:
                 self.scheduler.step()
         mean = lambda x: float((x.float() * m).sum() / tokens)  # noqa: E731  token-mean over the loss mask
         scalars = {
-            "loss": total.item(), "pg_loss": pg.item(), "entropy": mean(ent),
+            "loss": total.item(), "pg_loss": terms["pg"].item(), "entropy": mean(ent),
             "kl": mean(kl_t.detach()) if kl_t is not None else 0.0, "clip_low": mean(out.clipped_low),
             "clip_high": mean(out.clipped_high), "clip_region": mean(out.clipped_low | out.clipped_high),
             "grad_norm": grad_norm,
@@ -200,6 +227,16 @@ class Updater:
                 full[k][rows] = v.detach().cpu()
         lr = self.optimizer.param_groups[0]["lr"]
         return UpdateStats(**means, lr=lr, num_updates=n, **full)
+
+
+def loss_mask(batch: Batch) -> torch.Tensor:
+    """(B, T) float: completion tokens of the rows the filters keep (dropped rows are all zero)."""
+    keep = batch.keep if batch.keep is not None else torch.ones(batch.B, dtype=torch.bool, device=batch.mask.device)
+    return batch.mask * keep[:, None].to(batch.mask.dtype)
+
+
+def _zero(like: torch.Tensor) -> torch.Tensor:
+    return like.new_zeros(())
 
 
 def _finite(arg: str, x: torch.Tensor, rows: torch.Tensor, what: str) -> None:

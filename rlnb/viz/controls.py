@@ -1,8 +1,8 @@
 """Controls built from registry signatures, and the ``Explorer`` base class every explorer shares.
 
-A zoo function's hyperparameters are its keyword-only arguments (``rlnb.algos.hyper_names``). Each
-gets one control named exactly like the argument (= the ``Recipe`` field), with the field's doc as its
-tooltip. Controls are shared by name across the functions of a dropdown, the way one ``Recipe`` field
+A zoo function's hyperparameters are its keyword-only arguments (``rlnb.algos.knob_names``). Each
+gets one control named exactly like the argument (= the ``Recipe`` field), built from that field's
+declaration (``Recipe.knobs()``: slider range and scale, symbol and doc as its tooltip). Controls are shared by name across the functions of a dropdown, the way one ``Recipe`` field
 fills every function that takes it; only the current function's controls are shown.
 """
 
@@ -15,51 +15,44 @@ from collections.abc import Callable, Iterable
 
 import ipywidgets as widgets
 
-from rlnb.algos import hyper_names
+from rlnb.algos import knob_names
+from rlnb.knobs import UNSET
 from rlnb.recipe import Recipe
 from rlnb.viz.backend import LiveFigure
-
-# Slider (min, max, step) per hyperparameter *name*; names are unique across the zoo. "log" marks a
-# FloatLogSlider over powers of ten. ``on`` is the value an optional (default None) argument takes
-# when its checkbox is ticked. Tooltips come from the Recipe field's doc; ``doc`` here is the fallback
-# for a name that is not (yet) a Recipe field. Unknown names get a generic slider around their default.
-SPECS: dict[str, dict] = {
-    "eps_low": dict(range=(0.0, 1.0, 0.01)),
-    "eps_high": dict(range=(0.0, 1.0, 0.01)),
-    "dual_clip_c": dict(range=(1.05, 10.0, 0.05), on=3.0),
-    "cispo_cap": dict(range=(0.5, 10.0, 0.1), on=5.0),
-    "dppo_delta": dict(range=(0.0, 0.5, 0.01)),
-    "dppo_cap": dict(range=(1.0, 20.0, 0.5)),
-    "tau_pos": dict(range=(0.1, 5.0, 0.05)),
-    "tau_neg": dict(range=(0.1, 5.0, 0.05)),
-    "eps": dict(range=(-9, -1, 0.5), log=True),
-    "max_new_tokens": dict(range=(1, 128, 1)),
-}
 
 STYLE = {"description_width": "initial"}
 
 
+def _knob(name: str):
+    """The Recipe declaration of ``name`` (slider range, scale, tooltip), or None for a foreign name."""
+    return Recipe.knobs().get(name)
+
+
 def doc_of(name: str) -> str:
-    return Recipe.field_docs().get(name) or SPECS.get(name, {}).get("doc", f"{name} (keyword argument)")
+    k = _knob(name)
+    if k is None:
+        return f"{name} (keyword argument)"
+    return f"{k.symbol}: {k.doc}" if k.symbol else k.doc
 
 
 def _params(fn: Callable, skip: Iterable[str]) -> list[inspect.Parameter]:
     sig = inspect.signature(fn).parameters
-    return [sig[n] for n in hyper_names(fn) if n not in skip]
+    return [sig[n] for n in knob_names(fn) if n not in skip]
 
 
 def _default(p: inspect.Parameter, recipe: Recipe | None):
-    """Value of hyperparameter ``p``: the recipe's field if it has one, else the function's default,
+    """Value of hyperparameter ``p``: the recipe's field if it sets it, else the function's own default,
     else the Recipe class default (a required keyword such as ``max_new_tokens``)."""
-    if recipe is not None and hasattr(recipe, p.name):
-        return getattr(recipe, p.name)
+    value = getattr(recipe, p.name, UNSET) if recipe is not None else UNSET
+    if value is not UNSET:
+        return value
     if p.default is not inspect.Parameter.empty:
         return p.default
-    return getattr(Recipe(), p.name, SPECS.get(p.name, {}).get("range", (0,))[0])
+    return getattr(Recipe(), p.name, 0)
 
 
 def defaults(fn: Callable, *, skip: Iterable[str] = (), recipe: Recipe | None = None) -> dict:
-    """``{name: value}`` of ``fn``'s hyperparameters (the recipe's values where it has the field)."""
+    """``{name: value}`` of ``fn``'s hyperparameters (the recipe's values where it sets the field)."""
     return {p.name: _default(p, recipe) for p in _params(fn, skip)}
 
 
@@ -68,30 +61,43 @@ def _optional(p: inspect.Parameter) -> bool:
 
 
 def _kind(name: str, value) -> type:
-    spec = SPECS.get(name, {})
-    if isinstance(value, bool):
+    k = _knob(name)
+    if isinstance(value, bool) or (k is not None and k.kind == "bool"):
         return bool
-    if isinstance(value, int) and not spec.get("log") and isinstance(spec.get("range", (0,))[0], int):
-        return int
-    return float
+    if k is not None:
+        return int if k.kind == "int" else float
+    return int if isinstance(value, int) else float
 
 
 def _slider(name: str, value, kind: type) -> widgets.Widget:
-    spec = SPECS.get(name, {})
-    tip = doc_of(name)
+    k, tip = _knob(name), doc_of(name)
     if kind is bool:
         return widgets.Checkbox(value=bool(value), description=name, tooltip=tip, style=STYLE, indent=False)
-    if spec.get("log"):
-        lo, hi, step = spec["range"]
+    if k is not None and k.scale == "log":
+        lo, hi, step = k.slider
         return widgets.FloatLogSlider(value=value, base=10, min=lo, max=hi, step=step, description=name,
                                       tooltip=tip, style=STYLE, readout_format=".0e")
-    lo, hi, step = spec.get("range", (0, max(1, 4 * abs(value)), 1 if kind is int else 0.01))
+    fallback = (0, max(1, 4 * abs(value)), 1 if kind is int else 0.01)
+    lo, hi, step = k.slider if k is not None and k.slider else fallback
     cls = widgets.IntSlider if kind is int else widgets.FloatSlider
-    w = cls(value=value, min=lo, max=max(hi, value), step=step, description=name, tooltip=tip, style=STYLE,
-            continuous_update=True)
+    w = cls(value=value, min=min(lo, value), max=max(hi, value), step=step, description=name, tooltip=tip,
+            style=STYLE, continuous_update=True)
     if kind is float:
         fit_step(w, value)
     return w
+
+
+def knob_control(name: str, value) -> widgets.Widget:
+    """The widget of Recipe knob ``name`` showing ``value``: a dropdown for a registry name, a checkbox
+    for a flag, a slider (log scale where declared) for a number. Its description is the knob's name."""
+    k = _knob(name)
+    if k is None:
+        raise KeyError(f"name: {name!r} is not a Recipe knob")
+    if k.choices and k.kind == "str":
+        import rlnb.algos as algos
+
+        return dropdown(name, sorted(getattr(algos, k.choices)), value, doc_of(name))
+    return _slider(name, value, _kind(name, value))
 
 
 def fit_step(w: widgets.Widget, value) -> None:
@@ -99,7 +105,8 @@ def fit_step(w: widgets.Widget, value) -> None:
     usual step back for ordinary values. The slider's description is its hyperparameter name."""
     if not isinstance(w, widgets.FloatSlider) or isinstance(w, widgets.FloatLogSlider):
         return
-    base = SPECS.get(w.description, {}).get("range", (0, 0, 0.01))[2]
+    k = _knob(w.description)
+    base = k.slider[2] if k is not None and k.slider else 0.01
     if value and abs(value) < 10 * base:
         digits = max(2, -math.floor(math.log10(abs(value))) + 1)
         w.step = min(base, 10.0 ** -digits)
@@ -119,7 +126,8 @@ def hyper_controls(fns: Iterable[Callable], *, skip: Iterable[str] = (), recipe:
                 continue
             value = _default(p, recipe)
             if _optional(p):
-                on = SPECS.get(p.name, {}).get("on", 1.0)
+                k = _knob(p.name)
+                on = k.on if k is not None and k.on is not None else 1.0
                 out[p.name + "_on"] = widgets.Checkbox(value=value is not None, description=f"use {p.name}",
                                                        tooltip=doc_of(p.name), style=STYLE, indent=False)
                 value = on if value is None else value

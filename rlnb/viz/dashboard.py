@@ -10,6 +10,7 @@ then draws the last step it has not drawn yet when the cell ends (or on ``dash.f
 
 from __future__ import annotations
 
+import html
 import time
 from collections.abc import Callable, Sequence
 
@@ -41,6 +42,17 @@ def panels_for(metrics: Sequence[str] | None) -> list[tuple[str, tuple[str, ...]
     out = [(t, ms) for t, ms in out if ms]
     known = {m for _, ms in PANELS for m in ms}
     return out + [(m, (m,)) for m in metrics if m not in known]
+
+
+def hyperparameters_html(trainer) -> str:
+    """A collapsed "what runs" table: each stage's registry entry and the knobs it runs with
+    (``trainer.hyperparameters()``: unset knobs shown as the entry's own defaults)."""
+    if not hasattr(trainer, "hyperparameters"):  # anything with a history can be drawn
+        return ""
+    rows = "".join(f"<tr><td><b>{html.escape(stage)}</b></td><td><code>"
+                   + html.escape(", ".join(f"{k}={v!r}" for k, v in knobs.items())) + "</code></td></tr>"
+                   for stage, knobs in trainer.hyperparameters().items())
+    return f"<details><summary>what runs (hyperparameters per stage)</summary><table>{rows}</table></details>"
 
 
 def _target(trainer) -> int | None:
@@ -78,7 +90,7 @@ class Dashboard:
         self.evals: list[dict] = []
         self.n_calls = self.n_draws = 0
         self.pending, self._last, self._hooked, self._drawn_steps = False, float("-inf"), False, -1
-        self.status = widgets.HTML()
+        self.status, self.hparams = widgets.HTML(), widgets.HTML()
         self.live = LiveFigure(self._figure(), backend=backend)
         self.fig = self.live.fig
         self._widget = None
@@ -145,6 +157,7 @@ class Dashboard:
         fmt = lambda k: f"{last[k]:.3f}" if isinstance(last.get(k), (int, float)) else "-"  # noqa: E731
         self.status.value = (f"<code class='rlnb-readout'>step {last.get('step', 0)} · reward {fmt('reward')} · "
                              f"accuracy {fmt('accuracy')} · entropy {fmt('entropy')}</code>")
+        self.hparams.value = hyperparameters_html(self.trainer)
         return dashboard_figure(series=self.series(), panels=self.panels,
                                 title=f"Training: {len(hist)} steps")
 
@@ -152,7 +165,7 @@ class Dashboard:
     @property
     def widget(self) -> widgets.VBox:
         if self._widget is None:
-            self._widget = widgets.VBox([self.status, self.live.view])
+            self._widget = widgets.VBox([self.status, self.hparams, self.live.view])
         return self._widget
 
     def _repr_mimebundle_(self, **kwargs):

@@ -23,6 +23,42 @@ COLORS = {
     "accent": "#56B4E9",
 }
 
+# One colour per recipe across the curriculum (a recipe keeps its colour in every notebook's figures).
+RECIPE_COLORS = {
+    "reinforce": "#999999", "ppo": "#000000", "grpo": "#0072B2", "rloo": "#E69F00", "dr_grpo": "#56B4E9",
+    "dapo": "#D55E00", "cispo": "#CC79A7", "gspo": "#009E73", "maxrl": "#F0E442", "dppo": "#882255",
+    "scalerl": "#44AA99",
+}
+_EXTRA = ("#117733", "#AA4499", "#332288", "#DDCC77", "#88CCEE", "#661100")
+
+
+def recipe_color(name: str) -> str:
+    """The recipe's colour in every figure; names outside the table (your own recipes, ablation arms)
+    get a stable colour from a second palette."""
+    import zlib
+
+    return RECIPE_COLORS.get(name) or _EXTRA[zlib.crc32(str(name).encode()) % len(_EXTRA)]
+
+
+# Human labels for the metrics in Trainer.history (TRL's names), for legends and axis titles.
+METRIC_LABELS = {
+    "reward": "mean reward", "accuracy": "share correct (sampled)", "eval/pass@1": "held-out pass@1 (greedy)",
+    "entropy": "entropy (nats per token)", "kl": "KL to reference (per token)",
+    "clip_ratio/low_mean": "clipped low (share of tokens)", "clip_ratio/high_mean": "clipped high (share of tokens)",
+    "clip_ratio/region_mean": "clipped (share of tokens)",
+    "completions/mean_length": "mean length (tokens)", "completions/mean_length_correct": "length, right answers",
+    "completions/mean_length_wrong": "length, wrong answers", "frac_reward_zero_std": "groups with no signal (share)",
+    "grad_norm": "gradient norm", "loss": "loss", "pg_loss": "policy loss", "learning_rate": "learning rate",
+}
+
+
+def metric_label(key: str) -> str:
+    """A human label for a history key (``hp/beta`` -> "beta (knob)"; unknown keys are returned as is)."""
+    if key.startswith("hp/"):
+        return f"{key[3:]} (knob)"
+    return METRIC_LABELS.get(key, key)
+
+
 _state = {"theme": "light"}
 _live: weakref.WeakSet = weakref.WeakSet()  # LiveFigure objects to re-theme on set_theme
 

@@ -221,13 +221,13 @@ EXPECT: dict[str, Expect] = {
     "01_sampling_and_groups.ipynb": Expect(main="Entropy view", min_sliders=1, min_plots=3, drive=ENTROPY_TARGET),
     "02_rewards.ipynb": Expect(main="Advantage explorer", min_sliders=5, min_plots=2, drive=REWARDS_NOISE),
     "03_advantages.ipynb": Expect(main="Advantage explorer", min_sliders=5, min_plots=3, drive=ADVANTAGES_NOISE),
-    "04_ratio_and_clipping.ipynb": Expect(main="Clip explorer", min_sliders=5, min_plots=3, drive=CLIP_REAL_EPS_HIGH),
-    "05_kl_and_entropy.ipynb": Expect(main="KL explorer", min_sliders=7, min_plots=4, drive=KL_PI_MEAN),
-    "06_aggregation_and_length_bias.ipynb": Expect(main="Aggregation explorer (length bias)", min_sliders=4,
+    "05_ratio_and_clipping.ipynb": Expect(main="Clip explorer", min_sliders=5, min_plots=3, drive=CLIP_REAL_EPS_HIGH),
+    "06_kl_and_entropy.ipynb": Expect(main="KL explorer", min_sliders=7, min_plots=4, drive=KL_PI_MEAN),
+    "08_aggregation_and_length_bias.ipynb": Expect(main="Aggregation explorer (length bias)", min_sliders=4,
                                                    min_plots=2, drive=AGG_LEN_WRONG),
-    "07_dapo.ipynb": Expect(main="Clip explorer", min_sliders=4, min_plots=2, drive=CLIP_EPS_HIGH),
-    "08_zoo_race.ipynb": Expect(main="Advantage explorer", min_sliders=4, min_plots=3, drive=MAXRL_P),
-    "09_kernels.ipynb": Expect(main=None, min_plots=1, no_drive="no widget: the kernel lesson's numbers are code "
+    "10_dapo.ipynb": Expect(main="Clip explorer", min_sliders=4, min_plots=2, drive=CLIP_EPS_HIGH),
+    "12_zoo_race.ipynb": Expect(main="Advantage explorer", min_sliders=4, min_plots=3, drive=MAXRL_P),
+    "14_kernels.ipynb": Expect(main=None, min_plots=1, no_drive="no widget: the kernel lesson's numbers are code "
                                "cells (parity, memory); its one figure is static"),
-    "10_your_own_model.ipynb": Expect(main="Token X-ray", min_sliders=2, min_plots=2, drive=QWEN_XRAY_GROUP),
+    "15_your_own_model.ipynb": Expect(main="Token X-ray", min_sliders=2, min_plots=2, drive=QWEN_XRAY_GROUP),
 }

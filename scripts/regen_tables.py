@@ -1,0 +1,29 @@
+"""Rewrite the generated tables: the README's recipe table and docs/knobs.md's knob table.
+
+    python scripts/regen_tables.py
+
+Both come from the declarations (``rlnb.recipes``, ``rlnb.Recipe``'s knobs); tests/test_knobs.py and
+tests/test_recipes.py fail when a committed table differs from what this writes.
+"""
+
+import re
+from pathlib import Path
+
+import rlnb
+from rlnb.knobs import knob_table_markdown
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def fill(path: Path, marker: str, table: str) -> None:
+    text = path.read_text()
+    pattern = rf"(<!-- {marker}:start -->\n).*?(\n<!-- {marker}:end -->)"
+    if not re.search(pattern, text, re.S):
+        raise SystemExit(f"{path}: no <!-- {marker}:start/end --> markers")
+    path.write_text(re.sub(pattern, lambda m: m.group(1) + table + m.group(2), text, flags=re.S))
+
+
+if __name__ == "__main__":
+    fill(ROOT / "README.md", "recipes", rlnb.recipes.table_markdown())
+    fill(ROOT / "docs" / "knobs.md", "knobs", knob_table_markdown(rlnb.Recipe))
+    print("wrote README.md (recipes) and docs/knobs.md (knobs)")
