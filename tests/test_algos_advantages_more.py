@@ -195,3 +195,11 @@ def test_needs_groups_probes_entries_with_extra_inputs(name, grouped):
             Recipe(advantage=name, num_generations=1)
     else:
         assert Recipe(advantage=name, num_generations=1).advantage == name
+
+
+def test_a_recipe_with_pass_k_above_its_group_size_is_refused_when_made():
+    assert Recipe(advantage="grpo_passk", num_generations=4, pass_k=4).hyperparameters()["advantage"]["pass_k"] == 4
+    with pytest.raises(ValueError, match=r"^pass_k: .*\[2, G=4\]"):
+        Recipe(advantage="grpo_passk", num_generations=4, pass_k=5)
+    with pytest.raises(ValueError, match=r"^pass_k: expected a number >= 2, got 1"):
+        Recipe(advantage="grpo_passk", pass_k=1)

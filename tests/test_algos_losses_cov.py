@@ -195,3 +195,13 @@ def test_geo_mean_ratio_is_bounded_and_below_the_arithmetic_mean():
     spike[0, 0] += 5.0                                                 # one outlier token
     moved = geo_mean(spike, old, adv, mask, eps_low=1e3, eps_high=1e3).ratio[0, 0] / wide.ratio[0, 0]
     assert math.isclose(moved.item(), math.exp(5.0 / 7), rel_tol=1e-12)  # exp(5 / |o|), not the 148x of a ratio
+
+
+def test_recipes_refuse_an_empty_covariance_band_when_made():
+    from rlnb.recipe import Recipe
+
+    assert Recipe(loss="clip_cov", clip_cov_lb=2.0).hyperparameters()["loss"]["clip_cov_ub"] == 5.0
+    with pytest.raises(ValueError, match="^clip_cov_lb: expected less than clip_cov_ub=5.0"):
+        Recipe(loss="clip_cov", clip_cov_lb=6.0)
+    with pytest.raises(ValueError, match=r"^kl_cov_ratio: expected a number in \(0, 1\]"):
+        Recipe(loss="kl_cov", kl_cov_ratio=0.0)

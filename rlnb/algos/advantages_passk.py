@@ -60,7 +60,8 @@ def grpo_passk(rewards: torch.Tensor, group_size: int, *, pass_k: int | None = N
         return torch.zeros_like(r).reshape(-1)
     k = G if pass_k is None else pass_k
     if isinstance(k, bool) or not isinstance(k, int) or not 2 <= k <= G:
-        raise ValueError(f"pass_k: expected None (= G) or an int in [2, group_size={G}], got {pass_k!r}")
+        raise ValueError(f"pass_k: expected None (= G) or an int in [2, G={G}] (G: the group size, a recipe's "
+                         f"num_generations), got {pass_k!r}")
     r64 = r.double()
     others = torch.tensor([[j for j in range(G) if j != i] for i in range(G)])  # (G, G-1)
     o = r64[:, others].sort(dim=-1).values                            # (P, G, G-1) the others, ascending
