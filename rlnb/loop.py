@@ -20,6 +20,7 @@ from rlnb.algos import (
     PassRateHistory,
     ValueHead,
     bind,
+    extra_inputs,
     gae,
     value_loss,
 )
@@ -132,13 +133,16 @@ class Trainer(TrainerStateMixin):
         """The four stages from ``self.recipe``; rebuilt by ``reconfigure`` (the optimizer, weights and
         random streams are kept)."""
         r = self.recipe
+        estimator = bind(ADVANTAGES[r.advantage], r)
+        greedy = not r.critic and "greedy_rewards" in extra_inputs(estimator)  # a greedy rollout as baseline
         self.sampler = Sampler(self.model, self.tokenizer, temperature=r.temperature, top_p=r.top_p,
                                max_new_tokens=r.max_new_tokens, ref_model=self.ref_model, fp32_lm_head=r.fp32_lm_head,
-                               value_head=self.value_head, topk=r.topk_logprobs, generator=self.generators["sample"])
+                               value_head=self.value_head, topk=r.topk_logprobs, greedy=greedy,
+                               generator=self.generators["sample"])
         self.rewarder = Rewarder.for_task(self.task, format_weight=r.format_weight, overlong_buffer=r.overlong_buffer,
                                           max_new_tokens=r.max_new_tokens, kl_coef=r.beta if r.kl_in_reward else 0.0,
                                           on_error=self.reward_on_error)
-        self.advantager = Advantager(bind(ADVANTAGES[r.advantage], r), filters=[bind(FILTERS[f], r) for f in r.filters],
+        self.advantager = Advantager(estimator, filters=[bind(FILTERS[f], r) for f in r.filters],
                                      gae=bind(gae, r) if r.critic else None)
         self.updater = Updater(
             self.model, self.optimizer, self.scheduler, loss_fn=bind(POLICY_LOSSES[r.loss], r),
