@@ -7,7 +7,8 @@ Signature: ``fn(logp, old_logp, adv, mask, *, <hyper>) -> LossOut`` on ``(B, T)`
 
 Losses that need more than these four tensors take them as optional *positional-or-keyword* arguments
 after ``mask`` (so they are not mistaken for hyperparameters) and list their names in
-``fn.extra_inputs``; ``extra_inputs(fn)`` reads it (DPPO top-K is the only one so far).
+``fn.extra_inputs``; ``extra_inputs(fn)`` reads it (DPPO top-K's). Clip-Cov's optional ``generator`` sits
+there too but is no extra input: nothing passes it in a Trainer, so its token choice is deterministic.
 
 What ``clipped_low`` / ``clipped_high`` mean, per loss (always False where mask is 0):
 
