@@ -22,6 +22,7 @@ from rlnb.algos import (
     bind,
     extra_inputs,
     gae,
+    top_entropy_mask,
     value_loss,
 )
 from rlnb.batch import Batch
@@ -150,7 +151,7 @@ class Trainer(TrainerStateMixin):
             beta=0.0 if r.kl_in_reward else r.beta, entropy_coef=r.entropy_coef, temperature=r.temperature,
             num_iterations=r.num_iterations, num_mini_batches=r.num_mini_batches, max_grad_norm=r.max_grad_norm,
             fp32_lm_head=r.fp32_lm_head, value_head=self.value_head, value_loss_fn=bind(value_loss, r),
-            vf_coef=r.vf_coef, generator=self.generators["update"],
+            vf_coef=r.vf_coef, token_mask=bind(top_entropy_mask, r), generator=self.generators["update"],
         )
         if r.pass_rate_threshold is None:
             self.pass_rates = None

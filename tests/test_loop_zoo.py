@@ -113,3 +113,19 @@ def test_each_new_entry_is_chosen_by_a_recipe_and_trains_two_steps(field, name):
     if field == "advantage":
         adv = t.records[-1].batch.adv
         assert torch.isfinite(adv).all() and t.sampler.greedy == ("greedy_rewards" in extra_inputs(bound))
+
+
+def test_top_entropy_quantile_keeps_the_gradient_to_the_high_entropy_tokens():
+    from rlnb.algos import top_entropy_mask
+
+    t = rlnb.Trainer.tiny("dapo", task="countdown", prompts_per_step=4, num_generations=4, max_new_tokens=8,
+                          top_entropy_quantile=0.2, filters=(), max_gen_rounds=1)
+    batch = t.advantager.step(t.rollout.step())
+    total, terms, out, ent, kl_t, m = t.updater._loss(batch)
+    keep = top_entropy_mask(ent, m, top_entropy_quantile=0.2)
+    assert 0 < keep.sum() < m.sum()                                     # a minority of the valid tokens
+    assert torch.allclose(terms["pg"], (out.loss * keep).sum() / m.sum())   # token-mean over every token
+    logp = torch.zeros_like(m, requires_grad=True)                       # where the gradient reaches
+    loss = t.updater.agg_fn(t.updater.loss_fn(logp, logp.detach(), batch.adv, m).loss * keep, m, group_size=4)
+    loss.backward()
+    assert (logp.grad[~keep] == 0).all() and (logp.grad[keep & (batch.adv[:, None] != 0).expand_as(m)] != 0).all()
