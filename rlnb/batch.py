@@ -43,8 +43,9 @@ class Batch:
     adv: torch.Tensor | None = None            # (B,) or (B, T) fp32
     keep: torch.Tensor | None = None           # (B,) bool, rows that enter the loss (filters)
     returns: torch.Tensor | None = None        # (B, T) fp32, GAE returns: the critic's targets (PPO only)
-    # --- anything a registry entry needs beyond the above (e.g. DPPO top-K log-probs) -----------
-    extras: dict[str, torch.Tensor] = field(default_factory=dict)
+    # --- anything a registry entry needs beyond the above (DPPO's top-K log-probs, ReMax's greedy
+    # completions and their rewards): (B, ...) tensors, or lists of B strings ----------------------------
+    extras: dict[str, torch.Tensor | list[str]] = field(default_factory=dict)
 
     def __post_init__(self):
         check_batch(self)  # construction, replace, select and concat all pass through here
@@ -122,8 +123,9 @@ class Batch:
                 continue
             if isinstance(vals[0], list):
                 changes[f.name] = [x for v in vals for x in v]
-            elif isinstance(vals[0], dict):
-                changes[f.name] = {k: _pad_cat([v[k] for v in vals], f.name) for k in vals[0]}
+            elif isinstance(vals[0], dict):  # extras: tensors, or lists of B strings (greedy completions)
+                changes[f.name] = {k: [x for v in vals for x in v[k]] if isinstance(vals[0][k], list)
+                                   else _pad_cat([v[k] for v in vals], f.name) for k in vals[0]}
             else:
                 changes[f.name] = _pad_cat(vals, f.name)
         return dataclasses.replace(batches[0], **changes)

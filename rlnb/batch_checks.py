@@ -63,8 +63,14 @@ def _check_types(b) -> None:
         v = getattr(b, name)
         if v is None and name == "reward_parts":
             continue
-        if not isinstance(v, dict) or not all(isinstance(k, str) and isinstance(x, torch.Tensor) for k, x in v.items()):
-            raise TypeError(f"Batch.{name}: expected a dict of name -> torch.Tensor, got {v!r:.80}")
+        ok = (lambda x: isinstance(x, torch.Tensor)) if name == "reward_parts" else _extra_ok
+        if not isinstance(v, dict) or not all(isinstance(k, str) and ok(x) for k, x in v.items()):
+            what = "torch.Tensor" if name == "reward_parts" else "(B, ...) tensor or list of B strings"
+            raise TypeError(f"Batch.{name}: expected a dict of name -> {what}, got {v!r:.80}")
+
+
+def _extra_ok(x) -> bool:
+    return isinstance(x, torch.Tensor) or (isinstance(x, list) and all(isinstance(s, str) for s in x))
 
 
 def _check_shapes(b, B: int) -> None:
@@ -93,7 +99,10 @@ def _check_shapes(b, B: int) -> None:
         raise _bad("completions", f"{B} strings", len(b.completions))
     for field in ("reward_parts", "extras"):
         for name, v in (getattr(b, field) or {}).items():
-            if (tuple(v.shape) != (B,)) if field == "reward_parts" else (v.dim() == 0 or v.shape[0] != B):
+            if isinstance(v, list):  # extras: B strings (e.g. the greedy completions)
+                if len(v) != B:
+                    raise _bad(f"{field}[{name!r}]", f"{B} strings (one per row)", len(v))
+            elif (tuple(v.shape) != (B,)) if field == "reward_parts" else (v.dim() == 0 or v.shape[0] != B):
                 raise _bad(f"{field}[{name!r}]", f"shape ({B},{'' if field == 'reward_parts' else ' ...'})",
                            tuple(v.shape))
 
@@ -119,7 +128,7 @@ def _check_dtypes(b) -> None:
 def _check_devices(b) -> None:
     tensors = [(n, getattr(b, n)) for n in _TENSORS if getattr(b, n) is not None]
     tensors += [(f"reward_parts[{k!r}]", v) for k, v in (b.reward_parts or {}).items()]
-    tensors += [(f"extras[{k!r}]", v) for k, v in b.extras.items()]
+    tensors += [(f"extras[{k!r}]", v) for k, v in b.extras.items() if isinstance(v, torch.Tensor)]
     first = tensors[0] if tensors else None
     for name, v in tensors:
         if v.device != first[1].device:

@@ -20,7 +20,9 @@ from rlnb.algos import (
     PassRateHistory,
     ValueHead,
     bind,
+    extra_inputs,
     gae,
+    top_entropy_mask,
     value_loss,
 )
 from rlnb.batch import Batch
@@ -124,13 +126,16 @@ class Trainer(TrainerStateMixin):
         """The four stages from ``self.recipe``; rebuilt by ``reconfigure`` (the optimizer, weights and
         random streams are kept)."""
         r = self.recipe
+        estimator = bind(ADVANTAGES[r.advantage], r)
+        greedy = not r.critic and "greedy_rewards" in extra_inputs(estimator)  # a greedy rollout as baseline
         self.sampler = Sampler(self.model, self.tokenizer, temperature=r.temperature, top_p=r.top_p,
                                max_new_tokens=r.max_new_tokens, ref_model=self.ref_model, fp32_lm_head=r.fp32_lm_head,
-                               value_head=self.value_head, topk=r.topk_logprobs, generator=self.generators["sample"])
+                               value_head=self.value_head, topk=r.topk_logprobs, greedy=greedy,
+                               generator=self.generators["sample"])
         self.rewarder = Rewarder.for_task(self.task, format_weight=r.format_weight, overlong_buffer=r.overlong_buffer,
                                           max_new_tokens=r.max_new_tokens, kl_coef=r.beta if r.kl_in_reward else 0.0,
                                           on_error=self.reward_on_error)
-        self.advantager = Advantager(bind(ADVANTAGES[r.advantage], r), filters=[bind(FILTERS[f], r) for f in r.filters],
+        self.advantager = Advantager(estimator, filters=[bind(FILTERS[f], r) for f in r.filters],
                                      gae=bind(gae, r) if r.critic else None)
         self.updater = Updater(
             self.model, self.optimizer, self.scheduler, loss_fn=bind(POLICY_LOSSES[r.loss], r),
@@ -138,7 +143,7 @@ class Trainer(TrainerStateMixin):
             beta=0.0 if r.kl_in_reward else r.beta, entropy_coef=r.entropy_coef, temperature=r.temperature,
             num_iterations=r.num_iterations, num_mini_batches=r.num_mini_batches, max_grad_norm=r.max_grad_norm,
             fp32_lm_head=r.fp32_lm_head, value_head=self.value_head, value_loss_fn=bind(value_loss, r),
-            vf_coef=r.vf_coef, generator=self.generators["update"],
+            vf_coef=r.vf_coef, token_mask=bind(top_entropy_mask, r), generator=self.generators["update"],
         )
         if r.pass_rate_threshold is None:
             self.pass_rates = None

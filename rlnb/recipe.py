@@ -76,13 +76,18 @@ class Recipe:
     batch_std_centred: bool = knob("batch_norm: divide by the std of the group-centred rewards "
                                    "(REINFORCE++-baseline) instead of the raw rewards (Lite-PPO).", UNSET,
                                    group="advantage", no_trl="TRL's batch std is over the raw rewards")
+    pass_k: int | None = knob("grpo_passk: train for the best of k samples (pass@k); None = k = G, the whole "
+                              "group (verl's grpo_passk).", UNSET, symbol="k", range="[2, inf)", slider=(2, 16, 1),
+                              on=2, group="advantage", no_trl="TRL has no pass@k advantage")
 
     # --- policy loss ----------------------------------------------------------------------------
     loss: str = knob("Per-token policy loss, a key of rlnb.algos.POLICY_LOSSES.", "ppo_clip",
                      choices="POLICY_LOSSES", trl="loss_type", group="loss")
-    eps_low: float = knob("Lower clip range: the ratio is clipped below at 1 - eps_low.", UNSET, symbol="ε_low",
+    eps_low: float = knob("Lower clip range: the ratio is clipped below at 1 - eps_low (geo_mean: log rho at "
+                          "-eps_low).", UNSET, symbol="ε_low",
                           range="[0, 1]", slider=(0.0, 1.0, 0.01), trl="epsilon", group="loss")
-    eps_high: float = knob("Upper clip range: the ratio is clipped above at 1 + eps_high.", UNSET,
+    eps_high: float = knob("Upper clip range: the ratio is clipped above at 1 + eps_high (geo_mean: log rho at "
+                           "eps_high).", UNSET,
                            symbol="ε_high", range="[0, inf)", slider=(0.0, 1.0, 0.01), trl="epsilon_high",
                            group="loss")
     aggregation: str = knob("How the per-token loss becomes a scalar, a key of rlnb.algos.AGGREGATIONS.",
@@ -102,6 +107,22 @@ class Recipe:
                              slider=(0.0, 0.5, 0.01), group="loss", no_trl="TRL has no DPPO loss")
     dppo_cap: float = knob("DPPO cap C on the IS weight, min(rho, C).", UNSET, symbol="C", range="(0, inf)",
                            slider=(1.0, 20.0, 0.5), group="loss", no_trl="TRL has no DPPO loss")
+    clip_cov_ratio: float = knob("Clip-Cov: share of the valid tokens whose gradient is detached (at least 1 "
+                                 "per batch), picked among those with lb < Cov(logp, A) < ub.", UNSET, symbol="r",
+                                 range="(0, 1]", slider=(-5, 0, 0.25), scale="log", group="loss",
+                                 no_trl="TRL has no Clip-Cov loss")
+    clip_cov_lb: float = knob("Clip-Cov: lower bound of the covariance band of detachable tokens.", UNSET,
+                              symbol="ω_low", range="(-inf, inf)", slider=(0.0, 5.0, 0.1), group="loss",
+                              no_trl="TRL has no Clip-Cov loss")
+    clip_cov_ub: float = knob("Clip-Cov: upper bound of the covariance band of detachable tokens.", UNSET,
+                              symbol="ω_high", range="(-inf, inf)", slider=(1.0, 20.0, 0.5), group="loss",
+                              no_trl="TRL has no Clip-Cov loss")
+    kl_cov_ratio: float = knob("KL-Cov: share of the valid tokens (at least 1) with the largest Cov(logp, A) "
+                               "that get the |log rho| penalty.", UNSET, symbol="k", range="(0, 1]",
+                               slider=(-5, 0, 0.25), scale="log", group="loss", no_trl="TRL has no KL-Cov loss")
+    kl_cov_coef: float = knob("KL-Cov: coefficient of the |log rho| penalty (the paper's β, verl's ppo_kl_coef).",
+                              UNSET, symbol="β_cov", range="[0, inf)", slider=(0.0, 5.0, 0.1), group="loss",
+                              no_trl="TRL has no KL-Cov loss")
 
     # --- KL and entropy -------------------------------------------------------------------------
     beta: float = knob("KL coefficient; 0 skips the reference model entirely (kl_coef in TRL's PPOTrainer, "
@@ -131,6 +152,10 @@ class Recipe:
     entropy_coef_max: float = knob("Thermostat upper bound of the entropy coefficient.", 0.05, symbol="α_max",
                                    range="[0, inf)", slider=(0.0, 0.2, 0.005), trl="entropy_coef_max",
                                    group="entropy")
+    top_entropy_quantile: float = knob("Keep only the top quantile of the batch's valid tokens by entropy in the "
+                                       "policy loss (Beyond the 80/20 rule; the paper uses 0.2); 1.0 keeps all.",
+                                       1.0, symbol="ρ", range="[0, 1]", slider=(0.05, 1.0, 0.05), off=1.0,
+                                       trl="top_entropy_quantile", group="entropy")
 
     # --- critic (PPO) ---------------------------------------------------------------------------
     critic: bool = knob("PPO with a value head on the policy: per-token GAE advantages instead of the group "

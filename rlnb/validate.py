@@ -67,6 +67,10 @@ def _check_names(r) -> None:
     if r.num_generations < 2 and not r.critic and needs_groups(bind(ADVANTAGES[r.advantage], r)):
         raise ValueError(f"num_generations: the advantage estimator {r.advantage!r} compares completions "
                          f"within a group, so it needs G >= 2 (with G=1 every advantage is 0), got {r.num_generations}")
+    if not r.critic:
+        probe_advantage(bind(ADVANTAGES[r.advantage], r), r.num_generations)
+    if not extra_inputs(POLICY_LOSSES[r.loss]):
+        probe_loss(bind(POLICY_LOSSES[r.loss], r))
     if "topk_logp" in extra_inputs(POLICY_LOSSES[r.loss]) and r.topk_logprobs < 1:
         raise ValueError(f"topk_logprobs: the loss {r.loss!r} needs the rollout's top-K log-probs; "
                          f"expected topk_logprobs >= 1, got {r.topk_logprobs}")
@@ -89,8 +93,30 @@ def _recipe_cls():
 
 def needs_groups(estimator) -> bool:
     """Whether an advantage estimator gives every singleton group (G = 1) a zero advantage: then it needs
-    G >= 2 to learn anything. Probed on distinct rewards, so no estimator name is consulted."""
-    return bool((estimator(torch.tensor([1.0, 0.0, 3.0]), 1) == 0).all())
+    G >= 2 to learn anything. Probed on distinct rewards, so no estimator name is consulted. Extra
+    inputs (``rlnb.algos.extra_inputs``: lengths, greedy rewards, all (B,)) are synthesised as ones: unit
+    lengths, a greedy reward of 1, neither of which makes distinct rewards' advantages vanish by itself."""
+    from rlnb.algos import extra_inputs
+
+    rewards = torch.tensor([1.0, 0.0, 3.0])
+    extras = {name: torch.ones_like(rewards) for name in extra_inputs(estimator)}
+    return bool((estimator(rewards, 1, **extras) == 0).all())
+
+
+def probe_advantage(estimator, G: int) -> None:
+    """Call a bound estimator once on one group of G distinct rewards (extra inputs as in ``needs_groups``),
+    so a setting it rejects (``pass_k`` larger than G) raises its own ValueError when the recipe is made."""
+    from rlnb.algos import extra_inputs
+
+    rewards = torch.arange(G, dtype=torch.float32)
+    estimator(rewards, G, **{name: torch.ones_like(rewards) for name in extra_inputs(estimator)})
+
+
+def probe_loss(loss_fn) -> None:
+    """Call a bound loss once on a tiny on-policy batch, so settings it rejects together (Clip-Cov's
+    ``clip_cov_lb`` >= ``clip_cov_ub``) raise its own ValueError when the recipe is made."""
+    logp = torch.tensor([[-1.0, -2.0]])
+    loss_fn(logp, logp, torch.tensor([1.0]), torch.ones_like(logp))
 
 
 def nonfinite_rows(x: torch.Tensor, limit: int = 10) -> list[int]:

@@ -8,10 +8,18 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlnb.algos import ADVANTAGES, gae
+from rlnb.algos import ADVANTAGES, extra_inputs, gae
 from rlnb.algos.advantages import batch_norm, grpo, maxrl, rloo
 
 R = torch.tensor([1.0, 0.0, 0.0, 0.0])
+
+# plausible values for the (B,) extra inputs some entries take: completion lengths, greedy rewards
+EXTRAS = {"lengths": lambda r: 1 + torch.arange(len(r)) % 3, "greedy_rewards": lambda r: r.float().mean().expand(len(r))}
+
+
+def _call(name, rewards, G):
+    fn = ADVANTAGES[name]
+    return fn(rewards, G, **{k: EXTRAS[k](rewards) for k in extra_inputs(fn)})
 
 
 @pytest.mark.parametrize("name, expected", [
@@ -122,6 +130,10 @@ def test_reinforce_singleton_is_raw_reward():
     assert torch.equal(ADVANTAGES["reinforce"](torch.tensor([1.0, 0.0, 3.0]), 1), torch.tensor([1.0, 0.0, 3.0]))
 
 
+def test_every_extra_input_has_a_test_value():
+    assert {k for fn in ADVANTAGES.values() for k in extra_inputs(fn)} == set(EXTRAS)
+
+
 @pytest.mark.parametrize("name", sorted(ADVANTAGES))
 def test_bad_shape_names_rewards(name):
     with pytest.raises(ValueError, match="rewards"):
@@ -132,7 +144,7 @@ def test_bad_shape_names_rewards(name):
 
 @pytest.mark.parametrize("name", sorted(ADVANTAGES))
 def test_integer_and_bool_rewards_promote_to_float(name):
-    adv = ADVANTAGES[name](torch.tensor([1, 0, 1, 1]), 2)
+    adv = _call(name, torch.tensor([1, 0, 1, 1]), 2)
     assert adv.dtype == torch.float32
 
 
@@ -140,7 +152,7 @@ def test_integer_and_bool_rewards_promote_to_float(name):
 @given(st.lists(st.floats(0, 100, allow_nan=False, width=32), min_size=8, max_size=8),
        st.sampled_from([1, 2, 4, 8]), st.sampled_from(sorted(ADVANTAGES)))
 def test_finite_outputs_for_finite_inputs(rewards, G, name):
-    adv = ADVANTAGES[name](torch.tensor(rewards), G)
+    adv = _call(name, torch.tensor(rewards), G)
     assert adv.shape == (8,) and torch.isfinite(adv).all()
 
 

@@ -28,6 +28,7 @@ MASK = torch.tensor([[1, 1, 1, 1, 0], [1, 0, 0, 0, 0]], dtype=F64)
 
 @pytest.mark.parametrize("name, long_w, short_w", [
     ("token-mean", 1 / 5, 1 / 5),                      # 5 tokens in total
+    ("token-sum", 1.0, 1.0),                           # no normaliser
     ("seq-mean-token-mean", 1 / (2 * 4), 1 / (2 * 1)),  # 1 / (n_rows |o_i|): the length bias
     ("seq-mean-token-sum", 1 / 2, 1 / 2),
     ("seq-mean-token-sum-norm", 1 / (2 * L), 1 / (2 * L)),
@@ -86,6 +87,7 @@ def test_single_dropped_row_is_deleted_row(name):
     mask = torch.tensor([[1, 1], [0, 0], [1, 0], [1, 1]], dtype=F64)
     expected = {
         "token-mean": (1 + 2 + 3 + 5 + 7) / 5,
+        "token-sum": 1 + 2 + 3 + 5 + 7,
         "seq-mean-token-mean": (1.5 + 3 + 6) / 3,
         "seq-mean-token-sum": (3 + 3 + 12) / 3,
         "seq-mean-token-sum-norm": (3 + 3 + 12) / (3 * L),
@@ -125,3 +127,12 @@ def test_length_bias_long_wrong_answer_is_pushed_less_per_token():
     """seq-mean-token-mean: a long wrong answer's tokens get 1/4 of a short one's push; token-mean: equal."""
     w_seq, w_tok = _token_weights("seq-mean-token-mean", MASK), _token_weights("token-mean", MASK)
     assert w_seq[0, 0] / w_seq[1, 0] == 0.25 and w_tok[0, 0] == w_tok[1, 0]
+
+
+def test_token_sum_is_token_mean_times_the_token_count_and_grows_with_the_batch():
+    g = torch.Generator().manual_seed(3)
+    loss = torch.randn(4, 5, generator=g, dtype=F64)
+    mask = (torch.rand(4, 5, generator=g) > 0.3).to(F64)
+    torch.testing.assert_close(_agg("token-sum", loss, mask), _agg("token-mean", loss, mask) * mask.sum())
+    doubled = _agg("token-sum", torch.cat([loss, loss]), torch.cat([mask, mask]))
+    torch.testing.assert_close(doubled, 2 * _agg("token-sum", loss, mask))   # token-mean would not move

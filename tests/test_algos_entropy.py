@@ -5,7 +5,7 @@ import functools
 import pytest
 import torch
 
-from rlnb.algos import AGGREGATIONS, EntropyThermostat, entropy_bonus
+from rlnb.algos import AGGREGATIONS, EntropyThermostat, entropy_bonus, top_entropy_mask
 
 
 def test_entropy_bonus_by_hand():
@@ -58,3 +58,44 @@ def test_thermostat_stays_within_bounds_under_any_sequence():
 def test_thermostat_rejects_a_start_outside_its_range():
     with pytest.raises(ValueError, match="coef"):
         EntropyThermostat(coef=1.0, coef_max=0.5)
+
+
+# --- top-entropy token mask (Beyond the 80/20 rule, arXiv 2506.01939; TRL's top_entropy_quantile) -----
+
+def test_top_entropy_mask_by_hand():
+    H = torch.arange(11, dtype=torch.float32).view(1, 11) / 10        # 0.0 .. 1.0, all valid
+    mask = torch.ones(1, 11)
+    keep = top_entropy_mask(H, mask, top_entropy_quantile=0.2)        # tau = quantile 0.8 = 0.8
+    assert keep.flatten().tolist() == [False] * 8 + [True] * 3
+    assert torch.equal(top_entropy_mask(H, mask, top_entropy_quantile=1.0), mask.bool())
+    assert top_entropy_mask(H, mask, top_entropy_quantile=0.0).flatten().tolist() == [False] * 10 + [True]
+
+
+def test_top_entropy_mask_ignores_padding_for_the_threshold_and_the_result():
+    H = torch.tensor([[0.1, 0.2, 50.0], [0.3, 0.4, 60.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 1, 0]])
+    keep = top_entropy_mask(H, mask, top_entropy_quantile=0.5)        # valid 0.1..0.4: tau = 0.25
+    assert keep.tolist() == [[False, False, False], [True, True, False]]
+    assert not top_entropy_mask(H, torch.zeros(2, 3), top_entropy_quantile=0.5).any()
+
+
+def test_top_entropy_mask_matches_trl():
+    from unittest import mock
+
+    trl_trainer = pytest.importorskip("trl.trainer.grpo_trainer", reason="the TRL comparison needs trl")
+    fake = mock.Mock()                                                 # one process: gather is the identity
+    fake.accelerator.pad_across_processes = lambda x, dim, pad_index: x
+    fake.accelerator.gather = lambda x: x
+    g = torch.Generator().manual_seed(0)
+    for q in (0.05, 0.2, 0.5, 0.9):
+        H = torch.rand(5, 9, generator=g) * 3
+        mask = (torch.rand(5, 9, generator=g) > 0.25).float()
+        theirs = trl_trainer.GRPOTrainer.get_high_entropy_mask(fake, H, mask, 1 - q)
+        assert torch.equal(top_entropy_mask(H, mask, top_entropy_quantile=q), theirs), q
+
+
+def test_top_entropy_mask_rejects_bad_input():
+    with pytest.raises(ValueError, match="top_entropy_quantile"):
+        top_entropy_mask(torch.ones(1, 2), torch.ones(1, 2), top_entropy_quantile=1.5)
+    with pytest.raises(ValueError, match="entropy, mask"):
+        top_entropy_mask(torch.ones(1, 2), torch.ones(1, 3), top_entropy_quantile=0.5)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rlnb.algos import KL_ESTIMATORS, AdaptiveKLController, kl_penalized_rewards
-from rlnb.algos.kl import k1, k2, k3, k3_plus
+from rlnb.algos.kl import abs_kl, k1, k2, k3, k3_plus
 
 F64 = torch.float64
 P = torch.tensor([0.4, 0.3, 0.15, 0.1, 0.05], dtype=F64)   # pi (samples are drawn from it)
@@ -15,10 +15,10 @@ EXACT_KL = float((P * (P.log() - Q.log())).sum())           # KL(pi || pi_ref) b
 
 
 def test_registry_names():
-    assert sorted(KL_ESTIMATORS) == ["k1", "k2", "k3", "k3+"]
+    assert sorted(KL_ESTIMATORS) == ["abs", "k1", "k2", "k3", "k3+"]
 
 
-@pytest.mark.parametrize("name", ["k2", "k3", "k3+"])
+@pytest.mark.parametrize("name", ["abs", "k2", "k3", "k3+"])
 def test_nonnegative_estimators(name):
     d = torch.linspace(-20, 20, 4001, dtype=F64)
     assert torch.all(KL_ESTIMATORS[name](d, torch.zeros_like(d)) >= 0)
@@ -75,7 +75,19 @@ def test_k3_gradient_targets_the_reverse_kl():
     torch.testing.assert_close((P * coef).sum(), torch.tensor(0.0, dtype=F64), atol=1e-12, rtol=0)
 
 
-@pytest.mark.parametrize("fn", [k1, k2, k3])
+def test_abs_is_biased_upward_and_pulls_with_constant_strength():
+    """E_pi|d| by enumeration exceeds KL (= |E_pi d|); the sample mean agrees with E_pi|d|, not with KL."""
+    exact_abs = float((P * (P.log() - Q.log()).abs()).sum())             # 0.878 vs KL 0.474
+    assert exact_abs > EXACT_KL + 0.1
+    logp, ref = _samples()
+    est = abs_kl(logp, ref)
+    assert abs(est.mean().item() - exact_abs) < 5 * est.std().item() / math.sqrt(est.numel())
+    d = torch.tensor([-3.0, -0.5, 0.5, 3.0], dtype=F64, requires_grad=True)
+    abs_kl(d, torch.zeros_like(d)).sum().backward()
+    assert d.grad.tolist() == [-1.0, -1.0, 1.0, 1.0]                   # sign(d): the same pull at any distance
+
+
+@pytest.mark.parametrize("fn", [k1, k2, k3, abs_kl])
 def test_gradcheck(fn):
     logp = torch.randn(3, 4, dtype=F64, requires_grad=True)
     ref = torch.randn(3, 4, dtype=F64)

@@ -63,7 +63,7 @@ def test_masked_positions_are_zero_and_never_clipped(name):
     assert out.clipped_low.dtype == out.clipped_high.dtype == torch.bool
 
 
-@pytest.mark.parametrize("name", [n for n in sorted(POLICY_LOSSES) if n not in ("pg", "sapo")])
+@pytest.mark.parametrize("name", [n for n in sorted(POLICY_LOSSES) if n not in ("pg", "sapo", "kl_cov")])
 def test_clipped_tokens_have_zero_weight_except_cispo(name):
     b = _batch(4, spread=3.0)
     out = _call(POLICY_LOSSES[name], b, **({"eps_low": 0.2, "eps_high": 0.2} if name == "gspo" else {}))
@@ -77,13 +77,19 @@ def test_clipped_tokens_have_zero_weight_except_cispo(name):
 
 @pytest.mark.parametrize("name", sorted(POLICY_LOSSES))
 def test_on_policy_gradient_is_reinforce(name):
-    """At ratio 1 (one update per batch) every loss's gradient is -A grad logp."""
+    """At ratio 1 (one update per batch) every loss's gradient is -A grad logp and nothing is clipped;
+    the one exception is Clip-Cov, whose covariance rule does not look at the ratio: the token it detaches
+    (n = 1 here; the band is opened wide so it has candidates) is reported as clipped and is the only one
+    without the REINFORCE gradient."""
     b = _batch(5)
     b["old_logp"] = b["logp"].clone()
     b["old_topk_logp"] = b["topk_logp"].clone()
     logp = b["logp"].clone().requires_grad_(True)
-    _call(POLICY_LOSSES[name], b, logp=logp).loss.sum().backward()
-    expected = -b["adv"][:, None] * b["mask"]
+    out = _call(POLICY_LOSSES[name], b, logp=logp, **({"clip_cov_lb": -1e9} if name == "clip_cov" else {}))
+    out.loss.sum().backward()
+    clipped = out.clipped_low | out.clipped_high
+    assert int(clipped.sum()) == (1 if name == "clip_cov" else 0)
+    expected = -b["adv"][:, None] * b["mask"] * ~clipped
     torch.testing.assert_close(logp.grad, expected)
 
 

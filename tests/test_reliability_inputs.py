@@ -96,6 +96,21 @@ ADV_BAD = [
     ("complex rewards", lambda: (torch.ones(2, dtype=torch.complex64), 2), TypeError, "rewards: expected a real"),
 ]
 
+ADV_EXTRA_BAD = [  # for the estimators that read an extra input (ReMax's greedy rewards, OPO's lengths, ...)
+    ("missing", lambda: None, ValueError, "needs"),
+    ("as a list", lambda: [1.0, 0.0, 1.0, 0.0], TypeError, "expected a torch.Tensor"),
+    ("with NaN", lambda: R(1.0, NAN, 1.0, 1.0), ValueError, "expected finite values"),
+    ("with inf", lambda: R(INF, 1.0, 1.0, 1.0), ValueError, "expected finite values"),
+    ("of 3 rows", lambda: R(1.0, 1.0, 1.0), ValueError, "expected shape (4,)"),
+    ("on another device", lambda: torch.ones(4, device=META), ValueError, "expected a tensor on"),
+]
+
+
+def _adv_extra_row(name, fn, extra, what, make, err, msg):
+    return (f"advantage {name}: {extra} {what}", lambda c: fn(R(1.0, 0.0, 1.0, 1.0), 2, **{extra: make()}),
+            err, f"{extra}: " if msg != "needs" else f"{extra}: the advantage estimator")
+
+
 AGG_BAD = [
     ("loss as a list", lambda: ([[1.0, 2.0]], torch.ones(1, 2)), TypeError, "loss: expected a torch.Tensor"),
     ("mask as a list", lambda: (torch.ones(1, 2), [[1, 1]]), TypeError, "mask: expected a torch.Tensor"),
@@ -145,6 +160,8 @@ GENERATED = (
     [_loss_row(n, f, *bad) for n, f in sorted(POLICY_LOSSES.items()) for bad in LOSS_BAD]
     + [(f"advantage {n}: {what}", (lambda f, m: lambda c: f(*m()))(f, make), err, msg)
        for n, f in sorted(ADVANTAGES.items()) for what, make, err, msg in ADV_BAD]
+    + [_adv_extra_row(n, f, x, *bad) for n, f in sorted(ADVANTAGES.items()) for x in extra_inputs(f)
+       for bad in ADV_EXTRA_BAD]
     + [_agg_row(n, f, *bad) for n, f in sorted(AGGREGATIONS.items()) for bad in AGG_BAD]
     + [(f"KL {n}: {what}", (lambda f, m: lambda c: f(*m()))(f, make), err, msg)
        for n, f in sorted(KL_ESTIMATORS.items()) for what, make, err, msg in KL_BAD]

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from rlnb import tasks
-from rlnb.algos import ADVANTAGES, AGGREGATIONS, hyper_names
+from rlnb.algos import ADVANTAGES, AGGREGATIONS, extra_inputs, hyper_names
 from rlnb.tasks.base import Reward
 from rlnb.tasks.gsm8k import final_number
 from rlnb.tasks.safe_math import MAX_DEPTH, MAX_DIGITS, parse_expr
@@ -148,11 +148,17 @@ def test_advantages_are_finite_and_centred_ones_sum_to_zero_per_group(r, G, name
     r = torch.tensor(r, dtype=F64)
     if name == "maxrl":
         r = r.abs()
-    adv = ADVANTAGES[name](r, G)
+    lengths = 1 + torch.arange(12) % 5                                 # for the entries that take lengths
+    extras = {"lengths": lengths, "greedy_rewards": r.roll(1)}
+    adv = ADVANTAGES[name](r, G, **{k: extras[k] for k in extra_inputs(ADVANTAGES[name])})
     assert adv.shape == r.shape and torch.isfinite(adv).all()
-    if name != "reinforce":
-        scale = 1 + adv.abs().max()
+    scale = 1 + adv.abs().max()
+    if name in CENTRED or name == "maxrl":
         assert (adv.view(-1, G).sum(-1).abs() <= 1e-9 * G * scale).all()
+    elif name == "opo":                                                # the length-weighted sum is what vanishes
+        assert ((lengths * adv).view(-1, G).sum(-1).abs() <= 1e-9 * 5 * G * scale).all()
+    elif name == "grpo_passk":                                         # pass@k never pushes a sample down
+        assert (adv >= 0).all()
 
 
 @settings(max_examples=80, deadline=None)

@@ -71,6 +71,19 @@ def test_advantage_explorer_worked_example_for_each_estimator():
         assert e.values["A_0"] == pytest.approx(adv[0], abs=1e-4)
 
 
+def test_advantage_explorer_offers_the_estimators_that_need_only_rewards():
+    from rlnb.algos import ADVANTAGES, extra_inputs
+
+    e = AdvantageExplorer()
+    offered = list(e.controls["estimator"].options)
+    assert offered == sorted(n for n in ADVANTAGES if not extra_inputs(ADVANTAGES[n]))
+    assert "grpo_passk" in offered and "remax" not in offered and "opo" not in offered
+    e.controls["estimator"].value = "grpo_passk"                       # k = G: only the best one, r_max - r_2nd
+    assert np.allclose(y(e, "advantage"), [1 / 0.5, 0, 0, 0], atol=1e-4)  # / the group's std 0.5
+    with pytest.raises(ValueError, match="^estimator: expected one of"):
+        AdvantageExplorer(estimator="remax")
+
+
 def test_advantage_explorer_G_resizes_rewards_and_shared_noise_cancels():
     e = AdvantageExplorer(estimator="rloo")
     e.controls["G"].value = 6

@@ -5,15 +5,26 @@ Importing this package registers every entry. Look entries up by name::
     from rlnb.algos import ADVANTAGES, POLICY_LOSSES, AGGREGATIONS, KL_ESTIMATORS, FILTERS
 """
 
-from rlnb.algos import advantages, aggregation, filters, kl, losses, losses_dppo  # noqa: F401  (registers entries)
+from rlnb.algos import (  # noqa: F401  (importing a module registers its entries)
+    advantages,
+    advantages_baselines,
+    advantages_passk,
+    advantages_whitened,
+    aggregation,
+    filters,
+    kl,
+    losses,
+    losses_cov,
+    losses_dppo,
+)
 from rlnb.algos.advantages import ADVANTAGES, gae
 from rlnb.algos.aggregation import AGGREGATIONS
-from rlnb.algos.entropy import EntropyThermostat, entropy_bonus
+from rlnb.algos.entropy import EntropyThermostat, entropy_bonus, top_entropy_mask
 from rlnb.algos.filters import FILTERS, PassRateHistory
 from rlnb.algos.kl import KL_ESTIMATORS, AdaptiveKLController, kl_penalized_rewards
-from rlnb.algos.losses import POLICY_LOSSES, LossOut, extra_inputs
+from rlnb.algos.losses import POLICY_LOSSES, LossOut
 from rlnb.algos.losses_dppo import bernoulli_kl, topk_divergence
-from rlnb.algos.registry import Registry, bind, hyper_names, knob_names
+from rlnb.algos.registry import Registry, bind, extra_inputs, hyper_names, knob_names
 from rlnb.algos.shaping import overlong_penalty
 from rlnb.algos.values import ValueHead, ValueLossOut, value_loss
 
@@ -22,5 +33,5 @@ __all__ = [
     "AdaptiveKLController", "EntropyThermostat", "LossOut", "PassRateHistory", "Registry",
     "ValueHead", "ValueLossOut",
     "bernoulli_kl", "bind", "entropy_bonus", "extra_inputs", "gae", "hyper_names", "kl_penalized_rewards", "knob_names",
-    "overlong_penalty", "topk_divergence", "value_loss",
+    "overlong_penalty", "top_entropy_mask", "topk_divergence", "value_loss",
 ]

@@ -4,6 +4,13 @@ Every registry entry has the signature ``fn(rewards, group_size, *, <hyper>) -> 
 tensors with the ``B = P * G`` rows of each prompt's group contiguous. Hyperparameters are keyword-only
 and named like the ``Recipe`` fields that fill them (``eps``, ``unbiased``, ...).
 
+Entries that need more than the rewards (OPO's and REINFORCE++'s completion lengths, ReMax's greedy
+rewards) take those ``(B,)`` tensors as optional positional-or-keyword arguments after ``group_size``
+(default None, so they are not mistaken for hyperparameters), list their names in ``fn.extra_inputs``
+(read by ``rlnb.algos.extra_inputs``) and raise a ValueError naming the tensor when it is missing. More
+entries live in ``advantages_whitened`` (REINFORCE++), ``advantages_baselines`` (ReMax, OPO) and
+``advantages_passk`` (pass@k).
+
 Singleton groups (G = 1) have no within-group baseline: every group-relative entry defines their
 advantage as 0 (``reinforce`` alone returns the raw reward).
 
@@ -42,6 +49,18 @@ def _groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
             f"got shape {tuple(rewards.shape)}"
         )
     return _as_float(rewards).view(-1, group_size)
+
+
+def _extra(name: str, value, rewards: torch.Tensor, entry: str, what: str) -> torch.Tensor:
+    """A required extra input as a float tensor shaped like ``rewards``; a clear ValueError if missing."""
+    if value is None:
+        raise ValueError(f"{name}: the advantage estimator {entry!r} needs {what} as a ({rewards.numel()},) "
+                         f"tensor (it is listed in its extra_inputs), got None")
+    value = _as_float(check_tensor(name, value, finite=True))
+    check_same_device(rewards=rewards, **{name: value})
+    if value.shape != rewards.shape:
+        raise ValueError(f"{name}: expected shape {tuple(rewards.shape)} like rewards, got {tuple(value.shape)}")
+    return value
 
 
 def _centred(rewards: torch.Tensor, group_size: int) -> torch.Tensor:

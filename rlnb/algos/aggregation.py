@@ -8,7 +8,7 @@ from the batch. (A completion with no valid token at all is indistinguishable fr
 If nothing is kept the result is 0 (not NaN), with zero gradient.
 
 Each entry's per-token weight d(scalar)/d loss_{i,t} is what the widgets plot: 1/sum M for
-token-mean, 1/(n_rows |o_i|) for seq-mean-token-mean, 1/(n_rows L) for seq-mean-token-sum-norm.
+token-mean, 1 for token-sum, 1/(n_rows |o_i|) for seq-mean-token-mean, 1/(n_rows L) for seq-mean-token-sum-norm.
 """
 
 from __future__ import annotations
@@ -46,6 +46,20 @@ def token_mean(loss: torch.Tensor, mask: torch.Tensor, *, group_size: int = 1) -
     """
     m = _check(loss, mask)
     return (loss * m).sum() / m.sum().clamp(min=1)
+
+
+@AGGREGATIONS.register("token-sum")
+def token_sum(loss: torch.Tensor, mask: torch.Tensor, *, group_size: int = 1) -> torch.Tensor:
+    """sum_{i,t} l_{i,t} M_{i,t}: no normaliser at all, the plain sum of REINFORCE's per-action terms
+    (Williams 1992); verl's ``token-sum``. Every token weighs 1, so the loss and the gradient grow with
+    the batch size and the completion lengths: the learning rate must absorb the scale (verl multiplies
+    by the data-parallel size so the averaged gradient is the global sum; one process here).
+
+    >>> token_sum(torch.tensor([[1., 1., 1.], [4., 0., 0.]]), torch.tensor([[1., 1., 1.], [1., 0., 0.]]))
+    tensor(7.)
+    """
+    m = _check(loss, mask)
+    return (loss * m).sum()
 
 
 @AGGREGATIONS.register("seq-mean-token-mean")

@@ -76,6 +76,20 @@ def k3_plus(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     return low_var + (k3(logp, ref_logp) - low_var).detach()
 
 
+@KL_ESTIMATORS.register("abs")
+def abs_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """|d| = |logp - ref_logp|, i.e. |k1| (Schulman 2020 notation; verl's ``kl_penalty="abs"``, no paper).
+
+    >= 0 but biased upward: E_pi |d| >= |E_pi d| = KL. Its gradient sign(d) grad logp pulls every token
+    back toward pi_ref with the same strength however far it moved (an L1 penalty on the log-ratio),
+    where k2's d grad logp grows with the distance. TRL has no such estimator.
+
+    >>> abs_kl(torch.tensor([0.0, 1.0, -1.0]), torch.tensor([0.0, 3.0, -2.0]))
+    tensor([0., 2., 1.])
+    """
+    return (logp - ref_logp).abs()
+
+
 def kl_penalized_rewards(rewards: torch.Tensor, logp: torch.Tensor, ref_logp: torch.Tensor,
                          mask: torch.Tensor, *, kl_coef: float = 0.05) -> torch.Tensor:
     """KL in the reward (InstructGPT / classic PPO-RLHF, RLOO): r_i - kl_coef * sum_t k1_{i,t} M_{i,t}.

@@ -7,7 +7,8 @@ Signature: ``fn(logp, old_logp, adv, mask, *, <hyper>) -> LossOut`` on ``(B, T)`
 
 Losses that need more than these four tensors take them as optional *positional-or-keyword* arguments
 after ``mask`` (so they are not mistaken for hyperparameters) and list their names in
-``fn.extra_inputs``; ``extra_inputs(fn)`` reads it (DPPO top-K is the only one so far).
+``fn.extra_inputs``; ``extra_inputs(fn)`` reads it (DPPO top-K's). Clip-Cov's optional ``generator`` sits
+there too but is no extra input: nothing passes it in a Trainer, so its token choice is deterministic.
 
 What ``clipped_low`` / ``clipped_high`` mean, per loss (always False where mask is 0):
 
@@ -19,6 +20,10 @@ ppo_clip    TRL's clip_ratio/low and /high: rho < 1-eps_low with A < 0, rho > 1+
 cispo       the IS weight was truncated: rho below 1-eps_low (low) or above the cap (high), for any
             sign of A. The gradient still flows, scaled by the truncated weight.
 gspo        like ppo_clip, but on the sequence ratio s_i (every valid token of the sequence).
+geo_mean    like ppo_clip, per token, in log space: log rho > eps_high with A > 0 (high), log rho < -eps_low
+            with A < 0 (low). Exactly the tokens left out of the geometric mean's gradient.
+clip_cov    ppo_clip's tokens, plus the tokens the covariance rule detaches (high if A > 0, low if A < 0).
+kl_cov      never clipped: all False (the selected tokens get a penalty, not a cut).
 sapo        no hard clip: all False (the soft gate shrinks the weight smoothly instead).
 dppo_*      the token is masked out of the trust region: high when A > 0, low when A < 0.
 =========== ===================================================================================
@@ -26,12 +31,11 @@ dppo_*      the token is masked out of the trust region: high when A > 0, low wh
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
 
-from rlnb.algos.registry import Registry
+from rlnb.algos.registry import Registry, extra_inputs  # noqa: F401  (extra_inputs: the old import path)
 from rlnb.validate import check_same_device, check_tensor
 
 POLICY_LOSSES = Registry("policy loss")
@@ -43,14 +47,6 @@ class LossOut(NamedTuple):
     clipped_low: torch.Tensor   # (B, T) bool: PPO: rho < 1 - eps_low and A < 0 (TRL's clip_ratio/low); see table
     clipped_high: torch.Tensor  # (B, T) bool: PPO: rho > 1 + eps_high and A > 0 (TRL's clip_ratio/high); see table
     weight: torch.Tensor        # (B, T) -d loss / d logp, detached: the per-token weight on grad logp
-
-
-def extra_inputs(fn: Callable) -> tuple[str, ...]:
-    """Names of the tensors ``fn`` needs beyond (logp, old_logp, adv, mask), passed by keyword.
-
-    Works on a registry entry or on the ``partial`` that ``bind`` returns.
-    """
-    return tuple(getattr(getattr(fn, "func", fn), "extra_inputs", ()))
 
 
 def _token_adv(adv: torch.Tensor, logp: torch.Tensor) -> torch.Tensor:
@@ -208,6 +204,49 @@ def gspo(
     low = (s < 1 - eps_low) & (A < 0) & valid
     high = (s > 1 + eps_high) & (A > 0) & valid
     return LossOut(loss * m, s, low, high, A * s * ~(low | high) * m)
+
+
+@POLICY_LOSSES.register("geo_mean")
+def geo_mean(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    adv: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    eps_low: float = 0.4,
+    eps_high: float = 0.4,
+) -> LossOut:
+    """GMPO (Geometric-Mean Policy Optimization, arXiv 2507.20673): the geometric mean of the token ratios.
+
+    c_t = min(log rho_t, eps_high) if A > 0 else max(log rho_t, -eps_low)   (PPO's one-sided clip, in log space)
+    s_i = exp(mean_t c_t) over the valid tokens;  loss_i = -A s_i
+    The clip acts per token *before* the mean, so eps_low / eps_high are log-space bounds: the ratio range
+    is (exp(-eps_low), exp(eps_high)); the paper's 0.4 / 0.4 is far wider than PPO's 0.2, because one
+    outlier token moves a geometric mean much less than an arithmetic one. Written in token form like
+    ``gspo``: value s_i at every token, gradient s_i on unclipped tokens, 0 on clipped ones, so with
+    ``seq-mean-token-mean`` (the aggregation it pairs with) value and gradient equal mean_i loss_i.
+    weight = A s_i where not clipped, else 0; ``ratio`` reports s_i on every valid token.
+    Where the references differ: TRL (``trl.experimental.gmpo``) and the paper default to 0.4; verl's
+    ``geo_mean`` reads the shared PPO clip fields (0.2 unless set) and clips with sign(A), which gives
+    c_t = 0 where A = 0 (we take the A < 0 branch there: the loss is 0 either way). Both average over all
+    B rows; seq-mean-token-mean averages over the rows with a valid token.
+
+    Log-ratios 0.2, -0.2, 0.6 with A > 0: the third is clipped to 0.4, s = exp(0.4 / 3) = 1.1426.
+
+    >>> out = geo_mean(torch.tensor([[0.2, -0.2, 0.6]]), torch.zeros(1, 3), torch.tensor([1.]), torch.ones(1, 3))
+    >>> out.ratio, out.weight, out.clipped_high
+    (tensor([[1.1426, 1.1426, 1.1426]]), tensor([[1.1426, 1.1426, 0.0000]]), tensor([[False, False,  True]]))
+    """
+    A, m, valid = _prepare(logp, old_logp, adv, mask)
+    d = logp - old_logp                                                # (B, T) log rho
+    c = torch.where(A > 0, d.clamp(max=eps_high), d.clamp(min=-eps_low))  # (B, T) clipped, grad 0 where clipped
+    n = m.sum(-1).clamp(min=1)                                         # (B,) |o_i|
+    log_s = ((c * m).sum(-1) / n).detach()                             # (B,) log s_i
+    s_tok = torch.exp(log_s.unsqueeze(-1) + c - c.detach())           # (B, T) value s_i, grad s_i (unclipped)
+    low = (d < -eps_low) & (A < 0) & valid
+    high = (d > eps_high) & (A > 0) & valid
+    s = s_tok.detach()
+    return LossOut(-A * s_tok * m, s, low, high, (A * s * ~(low | high) * m).detach())
 
 
 @POLICY_LOSSES.register("sapo")

@@ -62,6 +62,23 @@ def hyper_names(fn: Callable) -> list[str]:
     return [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
 
 
+def extra_inputs(fn: Callable) -> tuple[str, ...]:
+    """Names of the tensors a registry entry needs beyond its kind's fixed positional inputs.
+
+    Losses take (logp, old_logp, adv, mask), advantages (rewards, group_size); an entry that needs more
+    (DPPO's top-K log-probs, ReMax's greedy rewards, OPO's lengths) takes them as optional
+    positional-or-keyword arguments after those, defaulting to None, and lists their names in
+    ``fn.extra_inputs``; the stage that calls it passes them by keyword. Works on a registry entry or on
+    the ``partial`` that ``bind`` returns.
+
+    >>> def f(x, lengths=None, *, k: int = 2): ...
+    >>> f.extra_inputs = ("lengths",)
+    >>> extra_inputs(partial(f, k=3)), extra_inputs(print)
+    (('lengths',), ())
+    """
+    return tuple(getattr(getattr(fn, "func", fn), "extra_inputs", ()))
+
+
 def knob_names(fn: Callable) -> list[str]:
     """``hyper_names`` without the structural ones: the Recipe fields that fill ``fn``."""
     return [n for n in hyper_names(getattr(fn, "func", fn)) if n not in STRUCTURAL]

@@ -16,6 +16,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from rlnb import recipes as recipes_mod
+from rlnb.knobs import UNSET
 from rlnb.recipe import Recipe
 
 TRL_STD_EPS = 1e-4  # TRL divides by (std + 1e-4), a constant in its code; rlnb's default eps is 1e-6
@@ -90,8 +91,8 @@ def _direct(r: Recipe, m: TRLMapping) -> None:
         value = getattr(r, name)
         if k.trl and name not in CONVERTED:
             m.kwargs[k.trl] = value
-        elif not k.trl and name not in RULED and value != k.off:
-            m.unsupported.append(Gap(name, value, k.no_trl))
+        elif not k.trl and name not in RULED and value is not UNSET and value != k.off:
+            m.unsupported.append(Gap(name, value, k.no_trl))  # an UNSET entry knob: its entry's gap says it
 
 
 def _rewards(r: Recipe, m: TRLMapping) -> None:

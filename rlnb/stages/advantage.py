@@ -6,16 +6,18 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from rlnb.algos.registry import extra_inputs
 from rlnb.batch import Batch
 from rlnb.batch_checks import require
 from rlnb.validate import nonfinite_rows
 
 
 class Advantager:
-    """``adv = estimator(rewards, G)``; ``keep`` = AND of the filters' keep masks.
+    """``adv = estimator(rewards, G, **extra inputs)``; ``keep`` = AND of the filters' keep masks.
 
-    Reads: ``rewards``, ``group_size``, ``correct``, ``truncated``; with a critic also ``old_values``
-    and ``mask``.
+    Reads: ``rewards``, ``group_size``, ``correct``, ``truncated``; the extra inputs the estimator lists
+    (``rlnb.algos.extra_inputs``), each the batch attribute of that name (``lengths``) or else
+    ``extras[name]`` (``greedy_rewards``); with a critic also ``old_values`` and ``mask``.
     Writes: ``adv`` ((B,), or (B, T) with a critic), ``keep`` (B,), and with a critic ``returns`` (B, T).
     A batch that already carries ``keep`` (the Rollout's, which ran the filters to refill groups under
     dynamic sampling, or yours) is taken as it is: the filters run once per step.
@@ -40,11 +42,16 @@ class Advantager:
             keep &= f(batch.rewards, batch.group_size, truncated=batch.truncated, correct=batch.correct).bool()
         return keep
 
+    def inputs(self, batch: Batch) -> dict:
+        """The extra tensors the estimator reads, by name (None where the batch has none: the estimator's
+        own ValueError then names what is missing)."""
+        return {name: _input(batch, name) for name in extra_inputs(self.estimator)}
+
     def step(self, batch: Batch) -> Batch:
         require(batch, ["rewards"] + (["old_values", "old_logp", "mask"] if self.gae is not None else []), "Advantager")
         keep = self.keep_mask(batch) if batch.keep is None else batch.keep  # the filters run once
         if self.gae is None:
-            adv = self.estimator(batch.rewards, batch.group_size)
+            adv = self.estimator(batch.rewards, batch.group_size, **self.inputs(batch))
             if not isinstance(adv, torch.Tensor) or adv.shape != batch.rewards.shape:
                 got = tuple(adv.shape) if isinstance(adv, torch.Tensor) else type(adv).__name__
                 raise ValueError(f"estimator: expected ({batch.B},) advantages from {_name(self.estimator)}, got {got}")
@@ -58,6 +65,10 @@ class Advantager:
         token_rewards[torch.arange(batch.B), last] = batch.rewards
         adv, returns = self.gae(token_rewards, batch.old_values, batch.mask)
         return batch.replace(adv=adv.float(), returns=returns.float(), keep=keep)
+
+
+def _input(batch: Batch, name: str):
+    return getattr(batch, name) if hasattr(batch, name) else batch.extras.get(name)
 
 
 def _name(fn) -> str:

@@ -26,7 +26,9 @@ class Rewarder:
     Reads: ``completions``, ``answers``, ``prompts``; ``mask`` for overlong shaping; ``old_logp`` and
     ``ref_logp`` for a KL penalty in the reward.
     Writes: ``rewards`` (B,), ``reward_parts`` (name -> (B,)), ``correct`` (B,) (the part named
-    ``correct`` > 0, when there is one).
+    ``correct`` > 0, when there is one); ``extras["greedy_rewards"]`` (B,) when the Sampler wrote
+    ``extras["greedy_completions"]``: the weighted sum of the functions on each prompt's greedy completion
+    (ReMax's baseline; the shaping terms below are not added to it).
 
     Two shaping terms join the sum with weight 1 when switched on, each kept as its own part:
     ``overlong`` (DAPO's soft overlong punishment, ``overlong_buffer`` > 0) and ``kl_penalty``
@@ -82,7 +84,9 @@ class Rewarder:
             parts[name] = term
             total = total + term
         correct = parts["correct"] > 0 if "correct" in parts else None
-        extras = {**batch.extras, "reward_errors": failed} if self.on_error == "zero" else batch.extras
+        extras = {**batch.extras, "reward_errors": failed} if self.on_error == "zero" else dict(batch.extras)
+        if "greedy_completions" in batch.extras:
+            extras["greedy_rewards"] = self._greedy_rewards(batch)
         return batch.replace(rewards=total.float(), reward_parts=parts, correct=correct, extras=extras)
 
     def _shaping(self, batch: Batch) -> dict[str, torch.Tensor]:
@@ -97,6 +101,14 @@ class Rewarder:
             terms["kl_penalty"] = kl_penalized_rewards(zero, batch.old_logp, batch.ref_logp, batch.mask,
                                                        kl_coef=self.kl_coef)
         return terms
+
+    def _greedy_rewards(self, batch: Batch) -> torch.Tensor:
+        """(B,) the weighted total on each prompt's greedy completion, scored once per prompt."""
+        G = batch.group_size
+        greedy = Batch(batch.prompts[::G], batch.answers[::G], batch.prompt_index[::G], 1,
+                       completions=list(batch.extras["greedy_completions"][::G]))        # one row per prompt
+        total = sum(self.weights[name] * self._score(name, fn, greedy)[0] for name, fn in self.funcs.items())
+        return total.float().repeat_interleave(G)
 
     def _score(self, name: str, fn: RewardFn, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """(B,) scores of one function and (B,) bool marks of the entries that failed (scored 0)."""

@@ -18,7 +18,9 @@ class Sampler:
     Reads: ``prompts`` (a prompt-only ``Batch`` from ``Batch.from_rows``).
     Writes: ``prompt_ids``, ``prompt_mask``, ``completion_ids``, ``mask``, ``truncated``,
     ``completions``, ``old_logp``; ``ref_logp`` when a reference model is given; ``old_values`` with a
-    value head (PPO's critic); ``extras["topk_ids"]``/``extras["old_topk_logp"]`` when ``topk`` > 0.
+    value head (PPO's critic); ``extras["topk_ids"]``/``extras["old_topk_logp"]`` when ``topk`` > 0;
+    ``extras["greedy_completions"]`` (B strings: each row's prompt's greedy completion) with ``greedy=True``,
+    for estimators whose baseline is a greedy rollout (ReMax's ``greedy_rewards``, scored by the Rewarder).
 
     ``old_logp`` is recomputed with one full forward pass through ``rlnb.forward.completion_logprobs``
     (the Updater's own function) rather than taken from the incremental sampling pass, so that before
@@ -27,7 +29,7 @@ class Sampler:
 
     def __init__(self, model, tokenizer, *, temperature: float = 1.0, top_p: float = 1.0,
                  max_new_tokens: int = 32, ref_model=None, fp32_lm_head: bool = False, value_head=None,
-                 topk: int = 0, generator: torch.Generator | None = None):
+                 topk: int = 0, greedy: bool = False, generator: torch.Generator | None = None):
         check_fields({"topk": "topk_logprobs"}, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
                      fp32_lm_head=fp32_lm_head, topk=topk)
         ctx = context_length(model)
@@ -36,7 +38,7 @@ class Sampler:
                              f"(the prompt needs room too), got {max_new_tokens}")
         self.model, self.tokenizer, self.ref_model = model, tokenizer, ref_model
         self.temperature, self.top_p, self.max_new_tokens = temperature, top_p, max_new_tokens
-        self.fp32_lm_head, self.value_head, self.topk = fp32_lm_head, value_head, topk
+        self.fp32_lm_head, self.value_head, self.topk, self.greedy = fp32_lm_head, value_head, topk, greedy
         self.generator = generator if generator is not None else torch.Generator(device=self.device).manual_seed(0)
 
     def check_context(self, prompt_mask: torch.Tensor) -> None:
@@ -76,11 +78,14 @@ class Sampler:
                 if self.ref_model is not None:
                     ref = completion_logprobs(self.ref_model, *inputs, temperature=self.temperature,
                                               fp32_lm_head=self.fp32_lm_head)
+            greedy = self._greedy(prompt_ids, prompt_mask, batch.group_size) if self.greedy else None
         finally:
             self.model.train(was_training)
         extras = dict(batch.extras)
         if self.topk:
             extras.update(topk_ids=old.topk_ids.cpu(), old_topk_logp=old.topk_logp.cpu())
+        if greedy is not None:
+            extras["greedy_completions"] = greedy
         cpu = lambda t: None if t is None else t.cpu()  # noqa: E731  the Batch lives on the CPU
         return batch.replace(
             prompt_ids=cpu(prompt_ids), prompt_mask=cpu(prompt_mask), completion_ids=cpu(completion_ids),
@@ -89,3 +94,12 @@ class Sampler:
             old_logp=cpu(old.logp), ref_logp=None if ref is None else cpu(ref.logp), old_values=cpu(old.values),
             extras=extras,
         )
+
+    def _greedy(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, G: int) -> list[str]:
+        """One argmax completion per prompt (the first row of each group), decoded and repeated over the
+        group. Argmax draws nothing from ``self.generator``, so the sampled completions of this step and
+        the next are what they would be without it."""
+        ids, _, _ = sample(self.model, prompt_ids[::G], prompt_mask[::G], max_new_tokens=self.max_new_tokens,
+                           greedy=True, eos_token_id=self.tokenizer.eos_token_id,
+                           pad_token_id=self.tokenizer.pad_token_id)
+        return [text for text in self.tokenizer.batch_decode(ids, skip_special_tokens=True) for _ in range(G)]

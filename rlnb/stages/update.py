@@ -9,7 +9,7 @@ from functools import partial
 
 import torch
 
-from rlnb.algos.entropy import entropy_bonus
+from rlnb.algos.entropy import entropy_bonus, top_entropy_mask
 from rlnb.algos.losses import extra_inputs
 from rlnb.batch import Batch
 from rlnb.batch_checks import require
@@ -90,7 +90,8 @@ class Updater:
     ``adv``, ``keep``; with a critic ``old_values`` and ``returns``; ``extras`` a loss asks for.
     Writes: nothing on the batch; changes the model's weights; returns ``UpdateStats``.
 
-    ``loss_fn``, ``agg_fn`` and ``kl_fn`` are bound registry functions. With ``num_iterations=1`` and
+    ``loss_fn``, ``agg_fn`` and ``kl_fn`` are bound registry functions; ``token_mask(entropy, mask)`` picks the
+    tokens the policy gradient reaches (bound ``top_entropy_mask``: all of them unless top_entropy_quantile < 1). With ``num_iterations=1`` and
     ``num_mini_batches=1`` the policy that is differentiated is the one that sampled, so the ratio is
     exactly 1 and nothing is clipped; more steps per batch let the ratio move so clipping can fire.
     """
@@ -99,7 +100,7 @@ class Updater:
                  kl_fn: Callable | None = None, beta: float = 0.0, entropy_coef: float = 0.0,
                  temperature: float = 1.0, num_iterations: int = 1, num_mini_batches: int = 1,
                  max_grad_norm: float = 1.0, fp32_lm_head: bool = False, value_head=None,
-                 value_loss_fn: Callable | None = None, vf_coef: float = 0.5,
+                 value_loss_fn: Callable | None = None, vf_coef: float = 0.5, token_mask: Callable | None = None,
                  generator: torch.Generator | None = None):
         check_fields(beta=beta, entropy_coef=entropy_coef, temperature=temperature, num_iterations=num_iterations,
                      num_mini_batches=num_mini_batches, max_grad_norm=max_grad_norm, fp32_lm_head=fp32_lm_head,
@@ -116,6 +117,8 @@ class Updater:
         self.max_grad_norm, self.fp32_lm_head = max_grad_norm, fp32_lm_head
         self.value_head, self.value_loss_fn, self.vf_coef = value_head, value_loss_fn, vf_coef
         self.loss_inputs = extra_inputs(loss_fn)                          # e.g. DPPO top-K's tensors
+        # which tokens the policy gradient reaches (TRL's top_entropy_quantile); every valid token by default
+        self.token_mask = token_mask if token_mask is not None else partial(top_entropy_mask, top_entropy_quantile=1.0)
         self.generator = generator if generator is not None else torch.Generator().manual_seed(0)
 
     @property
@@ -162,10 +165,11 @@ class Updater:
         m = loss_mask(mb)                                                 # (b, T) tokens in the loss
         agg = partial(self.agg_fn, group_size=mb.group_size)              # (b, T), (b, T) -> scalar
         out = self.loss_fn(fw.logp, mb.old_logp, mb.adv, m, **self._inputs(fw, mb))  # per-token LossOut
+        pushed = self.token_mask(fw.entropy, m).to(m.dtype)              # (b, T) tokens the gradient reaches
         measured = mb.ref_logp is not None and self.kl_fn is not None     # KL is logged whenever it can be
         kl_t = self.kl_fn(fw.logp, mb.ref_logp) * m if measured else None  # (b, T)
         terms = {
-            "pg": agg(out.loss, m),
+            "pg": agg(out.loss * pushed, m),       # the denominator still counts every token (TRL's rule)
             "kl": self.beta * agg(kl_t, m) if self.beta else _zero(fw.logp),
             "entropy": entropy_bonus(fw.entropy, m, agg, entropy_coef=self.entropy_coef),
         }

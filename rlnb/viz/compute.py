@@ -32,6 +32,14 @@ def plain_losses() -> list[str]:
     return keep
 
 
+def plain_advantages() -> list[str]:
+    """Advantage estimators computable from a group's rewards alone: those listing ``extra_inputs``
+    (completion lengths, a greedy rollout's reward) need a real batch and are left out."""
+    from rlnb.algos import ADVANTAGES
+
+    return [name for name in ADVANTAGES.names() if not extra_inputs(ADVANTAGES[name])]
+
+
 def clip_curves(fn: Callable, hyper: dict, *, rho: torch.Tensor, mu: float, A: float) -> dict:
     """``fn`` on a grid of ratios for A = +A (row 0) and -A (row 1): logp = log(mu rho), old_logp = log mu.
 

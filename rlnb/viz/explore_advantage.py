@@ -33,7 +33,9 @@ class AdvantageExplorer(Explorer):
     Keyword arguments (all optional):
         rewards: the group's rewards (G = their number). Default ``(1, 0, 0, 0)``.
         batch, group: take the rewards of group ``group`` of a real ``Batch`` instead.
-        estimator: a key of ``ADVANTAGES``. recipe: a ``Recipe`` whose fields set the hyperparameters.
+        estimator: a key of ``ADVANTAGES`` that needs only the rewards (``compute.plain_advantages()``;
+        ReMax, OPO and REINFORCE++ also read lengths or a greedy rollout). recipe: a ``Recipe`` whose
+        fields set the hyperparameters.
         p: success rate of the simulated groups. sigma_shared, sigma_sample: reward noise std, one
         draw per group vs one per completion. n_groups, seed: the simulation.
 
@@ -55,9 +57,13 @@ class AdvantageExplorer(Explorer):
             rewards = batch.rewards[group * G:(group + 1) * G].tolist()
         rewards = [float(r) for r in rewards]
         self.recipe, self.n_groups, self.seed = recipe, n_groups, seed
-        fns = [ADVANTAGES[n] for n in ADVANTAGES.names()]
+        names = compute.plain_advantages()                 # estimators that need a real batch are left out
+        if estimator not in names:
+            raise ValueError(f"estimator: expected one of {names} (estimators with extra inputs need a batch: "
+                             f"run them in a Trainer), got {estimator!r}")
+        fns = [ADVANTAGES[n] for n in names]
         c = {
-            "estimator": dropdown("estimator", ADVANTAGES.names(), estimator, "Advantage estimator (ADVANTAGES)"),
+            "estimator": dropdown("estimator", names, estimator, "Advantage estimator (ADVANTAGES)"),
             "rewards": widgets.Text(value=", ".join(f"{r:g}" for r in rewards), description="rewards",
                                     continuous_update=False, style=STYLE,
                                     tooltip="The group's rewards r_1..r_G, comma-separated"),
@@ -114,7 +120,7 @@ class AdvantageExplorer(Explorer):
         adv = fn(rewards, G, **hyper)                                            # (G,)
         many, right = compute.advantage_samples(fn, hyper, G=G, p=c["p"].value, n_groups=self.n_groups,
                                                 seed=self.seed, **noise)
-        odd = {n: self._odd(n, G) for n in ADVANTAGES.names()}
+        odd = {n: self._odd(n, G) for n in compute.plain_advantages()}
         self.values = {"A_0": float(adv[0]), "sum|A|": float(adv.abs().sum()),
                        "mean A right": float(many[right].mean()) if right.any() else float("nan")}
         return advantage_figure(rewards=rewards, adv=adv, dist_right=many[right], dist_wrong=many[~right],
