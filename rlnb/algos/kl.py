@@ -87,6 +87,7 @@ def abs_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     >>> abs_kl(torch.tensor([0.0, 1.0, -1.0]), torch.tensor([0.0, 3.0, -2.0]))
     tensor([0., 2., 1.])
     """
+    _check_pair(logp, ref_logp)
     return (logp - ref_logp).abs()
 
 
