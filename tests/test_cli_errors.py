@@ -101,6 +101,10 @@ CASES = [
     ("zero pass@k", ["eval", "--k", "0"], None, "--k: expected an int >= 1"),
     ("400-digit eval n", ["eval", "--n", BIG], None, "--n: expected an int in [1, 2147483647]"),
     ("zero eval tokens", ["eval", "--max-new-tokens", "0"], None, "--max-new-tokens: expected an int >= 1"),
+    ("400-digit group size", ["train", "--num-generations", BIG], None, "num_generations: expected"),
+    ("400-digit learning rate", ["train", "--lr", BIG], None, "lr: expected"),
+    ("info unknown recipe", ["info", "--recipe", "grp"], None, "recipe: unknown recipe 'grp'"),
+    ("info abbreviation", ["info", "--rec", "grpo"], None, "unrecognized arguments: --rec"),
     # --- a new run refused before anything is written --------------------------------------------------
     ("unknown recipe", ["train", "--recipe", "grp"], None, "recipe: unknown recipe 'grp'"),
     ("unknown task", ["train", "--task", "addd"], None, "task: unknown task 'addd'"),
@@ -140,6 +144,8 @@ CASES = [
      "--reward-on-error: not with"),
     ("resume with --lr", ["train", "--resume", "{run}", "--lr", "0.1"], None, "--lr: not with --resume"),
     ("resume with --filters", ["train", "--resume", "{run}", "--filters", "overlong"], None, "--filters: not with"),
+    ("resume with a knob set to none", ["train", "--resume", "{run}", "--kl-target", "none"], None,
+     "--kl-target: not with --resume"),
     ("resume to fewer steps", ["train", "--resume", "{run}", "--steps", "0"], None, "--steps: the saved run has done 1"),
     # --- resume: broken folders and checkpoints ---------------------------------------------------------
     ("resume a missing folder", ["train", "--resume", "{tmp}/nothing"], None, "--resume: no such folder"),

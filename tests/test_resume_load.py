@@ -191,3 +191,21 @@ def test_from_pretrained_options_come_back_at_load(tmp_path, options):
             m.forward = types.MethodType(type(m).forward, m)
         plain.run(1, progress=False)
         assert strip(plain.history) != strip(t.history)
+
+
+def test_a_checkpoint_written_before_the_whole_run_was_kept_still_loads(saved, tmp_path):
+    """Format 1 (a task name, no constructor arguments, no model block): loads with the defaults it implies."""
+    import json
+    import shutil
+
+    t, ck = saved
+    old = tmp_path / "old"
+    shutil.copytree(ck, old)
+    meta = json.loads((old / "trainer.json").read_text())
+    for key in ("format", "args", "model", "task_state", "pool_digest", "logged_knobs", "rlnb"):
+        meta.pop(key)
+    meta["task"] = "add"
+    (old / "trainer.json").write_text(json.dumps(meta))
+    loaded = rlnb.Trainer.load(old)
+    assert loaded.step_count == 1 and loaded.task.name == "add" and loaded.pool_size == 4096  # the old default
+    assert loaded.recipe == t.recipe and strip(loaded.history) == strip(t.history)
