@@ -48,6 +48,17 @@ def own_global_stream(generator: torch.Generator | None, committed):
                 generator.set_state(torch.cuda.get_rng_state(generator.device) if cuda else torch.get_rng_state())
 
 
+def uses_dropout(model) -> bool:
+    """Whether any part of ``model`` draws dropout masks (an ``nn.Dropout`` with p > 0, or a Hugging Face
+    attention module with ``attention_dropout`` > 0). Only then does a step borrow torch's global
+    generator: a model without dropout (the default) leaves the global random state alone entirely."""
+    for m in model.modules():
+        p = m.p if isinstance(m, torch.nn.modules.dropout._DropoutNd) else getattr(m, "attention_dropout", 0.0)
+        if isinstance(p, (int, float)) and p > 0:
+            return True
+    return False
+
+
 class Timer:
     """Wall time per stage, summed over a step, as ``timing/<stage>_s`` metrics."""
 
@@ -116,11 +127,13 @@ class TrainerStateMixin:
         """If the step fails (or is interrupted) before it commits, put back everything it changed:
         random streams (the task's own too), prompt cursor, pass rates, controllers and, with
         ``safe_update``, the weights, optimizer and scheduler (an update that failed after some of its
-        mini-batches is undone too). Inside the step torch's global generator (dropout) runs on the
-        trainer's own "dropout" stream, so the user's global random state is left alone."""
+        mini-batches is undone too). For a model with dropout, torch's global generator runs on the
+        trainer's own "dropout" stream inside the step, so the caller's global random state is left alone
+        and the masks are part of the run (saved, rolled back)."""
         snap = self._snapshot()
         try:
-            with own_global_stream(self.generators.get("dropout"), lambda: self.step_count != snap["steps"]):
+            dropout = self.generators.get("dropout") if uses_dropout(self.model) else None
+            with own_global_stream(dropout, lambda: self.step_count != snap["steps"]):
                 yield
         except BaseException:
             if self.step_count == snap["steps"]:  # the step did not commit

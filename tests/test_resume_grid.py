@@ -150,10 +150,14 @@ def test_dropout_draws_from_the_trainers_own_stream(default_model, tmp_path):
     plain = trainer(default_model, "grpo", "add", {})
     plain.run(2, progress=False)
     assert strip(whole.history) != strip(plain.history)             # dropout really changed the numbers
-    torch.manual_seed(0)
-    before = torch.get_rng_state()
-    whole.step()
-    assert torch.equal(torch.get_rng_state(), before)
+    from rlnb.trainer_state import uses_dropout
+
+    assert uses_dropout(whole.model) and not uses_dropout(plain.model)  # only a dropout model borrows the stream
+    for t in (whole, plain):
+        torch.manual_seed(0)
+        before = torch.get_rng_state()
+        t.step()
+        assert torch.equal(torch.get_rng_state(), before)
 
 
 def test_a_failed_step_does_not_advance_the_noise_stream(default_model):
