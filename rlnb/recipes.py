@@ -108,6 +108,8 @@ def get(name: str | Recipe, **overrides) -> Recipe:
     """The recipe ``name`` with ``overrides`` applied (unknown fields raise and list the known ones)."""
     if isinstance(name, Recipe):
         return name.replace(**overrides)
+    if not isinstance(name, str):
+        raise TypeError(f"recipe: expected a recipe name (one of {names()}) or a Recipe, got {name!r:.60}")
     if name not in RECIPES:
         close = difflib.get_close_matches(str(name), names(), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""

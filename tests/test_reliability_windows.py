@@ -4,7 +4,8 @@ metrics write, of a checkpoint save or of the final writes leaves ``metrics.json
 finishes the run with the uninterrupted run's metrics.
 
 The signal is raised from a trace function at the N-th executed line of the run's own code (train_cli,
-trainer_state, checkpoint, loop), for N spread over every distinct line of the second step and after."""
+trainer_state, checkpoint, loop): at the first line of every function the second step and the final writes
+run, and at the middle and last lines of the metrics write, the checkpoint save and the final writes."""
 
 import json
 import signal
@@ -21,7 +22,7 @@ SMALL = ["--prompts-per-step", "2", "--num-generations", "2", "--max-new-tokens"
          "--no-progress", "--save-every", "1"]
 ROOT = Path(rlnb.__file__).parent
 TRACED = {str(ROOT / f) for f in ("train_cli.py", "trainer_state.py", "checkpoint.py", "loop.py")}
-POINTS = 24  # interrupted runs (each about a second); every metrics-write and final-write line is among them
+WRITES = ("__call__", "_finish", "_atomic_write", "save")  # metrics line, checkpoint, final writes: more points
 
 
 @pytest.fixture(autouse=True)
@@ -87,14 +88,13 @@ def reference(tmp_path_factory):
     metrics = untimed(files(out)["metrics"])
     second = next(i for i, s in enumerate(lines.seen) if s[1] == "step" and s[0] == "loop.py"
                   and i > lines.seen.index(next(x for x in lines.seen if x[1] == "_commit")))
-    first_of = {}
+    lines_of = {}  # (file, function) -> the run's line numbers in it, from the second step on
     for i, where in enumerate(lines.seen[second:], start=second + 1):
-        first_of.setdefault(where, i)
-    must = [i for where, i in first_of.items() if where[1] in ("__call__", "_finish", "_atomic_write", "save")
-            and where[0] in ("train_cli.py", "checkpoint.py")]
-    rest = sorted(set(first_of.values()) - set(must))
-    picked = sorted(set(must[:: max(1, len(must) // (POINTS // 2))][: POINTS // 2]
-                        + rest[:: max(1, len(rest) // (POINTS - POINTS // 2))]))
+        lines_of.setdefault(where[:2], []).append(i)
+    picked = {at[0] for at in lines_of.values()}  # the first line of every function the window runs
+    picked |= {at[len(at) // 2] for fn, at in lines_of.items() if fn[1] in WRITES}   # and inside the writes
+    picked |= {at[-1] for fn, at in lines_of.items() if fn[1] in WRITES}
+    picked = sorted(picked)
     yield metrics, picked, {i: lines.seen[i - 1] for i in picked}
     rlnb.train_cli._report = report
 
@@ -102,8 +102,9 @@ def reference(tmp_path_factory):
 def test_the_points_cover_step_metrics_write_checkpoint_and_final_writes(reference):
     _, picked, where = reference
     functions = {w[1] for w in where.values()}
-    assert len(picked) >= POINTS - 4
-    assert {"step", "_commit", "run", "save", "_finish"} <= functions and "__call__" in functions
+    assert len(picked) >= 30
+    assert {"step", "_commit", "run", "_notify", "save", "_meta", "_finish", "_atomic_write", "__call__",
+            "rollback_on_error", "deferred_interrupt"} <= functions
 
 
 def test_ctrl_c_at_any_line_leaves_the_three_files_in_agreement(reference, tmp_path, capsys):
