@@ -20,9 +20,13 @@ import torch
 from rlnb.kernels.launch import next_pow2
 from rlnb.logprobs import chunk_forward, chunk_grad, chunk_rows
 
+LINEAR_CHUNK_FLOOR = 1 << 24  # elements: a 64 MB fp32 chunk of logits at most this small
+
 
 def linear_chunk_rows(N: int, H: int, V: int, chunk_size: int | None = None) -> int:
-    """Rows per chunk: a (C, V) logits chunk about as large as the (N, H) hidden states, a power of two.
+    """Rows per chunk: a (C, V) logits chunk about as large as the (N, H) hidden states, and at least
+    ``LINEAR_CHUNK_FLOOR`` elements (fewer rows would re-read the whole (V, H) weight per handful of tokens:
+    a small hidden size then pays in memory traffic, not flops), rounded to a power of two.
 
     >>> linear_chunk_rows(16384, 1536, 151936)
     256
@@ -33,7 +37,8 @@ def linear_chunk_rows(N: int, H: int, V: int, chunk_size: int | None = None) -> 
         if chunk_size < 1:
             raise ValueError(f"chunk_size: expected a positive number of rows, got {chunk_size}")
         return min(chunk_size, max(N, 1))
-    return max(1, min(N, next_pow2(max(1, N * H // max(V, 1)))))
+    rows = max(N * H, LINEAR_CHUNK_FLOOR) // max(V, 1)
+    return max(1, min(N, next_pow2(max(1, rows))))
 
 
 class TorchRows:
