@@ -75,7 +75,8 @@ def sample(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, max_ne
     B = prompt_ids.shape[0]
     attn = prompt_mask.long()                                            # (B, Tp)
     pos = position_ids(attn)
-    out = model(input_ids=prompt_ids, attention_mask=attn, position_ids=pos, use_cache=True)
+    out = model(input_ids=prompt_ids, attention_mask=attn, position_ids=pos, use_cache=True,
+                logits_to_keep=1)  # prefill: only the last position's logits
     past, logits = _cache_of(out), out.logits[:, -1]                    # logits (B, V)
     cache_kw = _cache_kw(model)
     last_pos = pos[:, -1:]                                               # (B, 1)
