@@ -26,6 +26,7 @@ class Scenario:
     metric: str
     advice: str
     better: int = 1  # +1: the fix should end the metric higher than the symptom run; -1: lower
+    trend: int = -1  # the symptom is the metric falling (-1) or rising (+1) over the run
     reference: bool = False
 
 
@@ -36,11 +37,11 @@ SCENARIOS = {s.name: s for s in (
              "entropy thermostat (entropy_target) or clip-higher (eps_high 0.28), and check the reward still "
              "discriminates (zero-variance groups)"),
     Scenario("no signal", "most groups have the same reward for every completion: their advantage is 0",
-             setup={"num_generations": 2}, fix={"num_generations": 8}, metric="frac_reward_zero_std", better=-1,
+             setup={"num_generations": 2}, fix={"num_generations": 8}, metric="frac_reward_zero_std", better=-1, trend=1,
              advice="with G=2 a group often has two equal rewards; a larger G (or dynamic sampling, "
              "filters=('dynamic_sampling',) with max_gen_rounds > 1) gives more groups a spread"),
     Scenario("drift", "the KL to the starting model grows without bound",
-             setup={"lr": 3e-4, "beta": 0.0}, fix={"beta": 0.1}, metric="kl", better=-1, reference=True,
+             setup={"lr": 3e-4, "beta": 0.0}, fix={"beta": 0.1}, metric="kl", better=-1, trend=1, reference=True,
              advice="beta 0 lets the policy wander; a KL penalty (beta > 0) pulls it back toward the start"),
     Scenario("instability", "the reward climbs, then crashes to 0",
              setup={"lr": 1e-3}, fix={"lr": 1e-4}, metric="reward",
@@ -51,6 +52,11 @@ SCENARIOS = {s.name: s for s in (
 def measured() -> dict:
     """The stored measurements (empty when the script has not been run)."""
     return json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+
+
+def shown(name: str, m: dict) -> bool:
+    """Whether the set-up run showed its symptom: the metric moved the symptom's way from start to end."""
+    return SCENARIOS[name].trend * (m["symptom"]["end"] - m["symptom"]["start"]) > 0
 
 
 def helped(name: str, m: dict) -> bool:
@@ -66,6 +72,7 @@ def describe(name: str) -> str:
     if m:
         a, b = m["symptom"], m["fix"]
         text += (f" Measured on the toy ({m['steps']} steps, P={m['P']}, G={m['G']} unless set): {s.metric} "
-                 f"{a['start']:.3f} -> {a['end']:.3f} as set up, {b['start']:.3f} -> {b['end']:.3f} with the fix: the fix "
+                 f"{a['start']:.3f} -> {a['end']:.3f} as set up "
+                 f"({'the symptom showed' if shown(name, m) else 'the symptom did NOT show in this short run'}), {b['start']:.3f} -> {b['end']:.3f} with the fix: the fix "
                  f"{'moved it the expected way' if helped(name, m) else 'did NOT move it the expected way'}.")
     return text
