@@ -112,6 +112,10 @@ class Lab:
         self.loop.pause(wait=wait)
         self._refresh()
 
+    def wait(self, step: int | None = None, *, timeout: float = 600.0) -> int:
+        """Block until the run reaches ``step`` (None: until playing stops); returns the step count."""
+        return self.loop.wait(step, timeout=timeout)
+
     def step(self):
         """Exactly one step (paused only); returns its ``StepRecord``."""
         record = self.loop.step()

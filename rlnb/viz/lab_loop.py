@@ -148,6 +148,16 @@ class LabLoop:
         if wait and th is not None and th is not threading.current_thread():
             th.join(timeout)
 
+    def wait(self, step: int | None = None, *, timeout: float = 600.0) -> int:
+        """Block until the trainer has reached ``step`` (or, with None, until playing stops), or
+        ``timeout`` seconds pass, or playing stops; returns the step count."""
+        t0 = time.monotonic()
+        while self.state == "playing" and time.monotonic() - t0 < timeout:
+            if step is not None and self.trainer.step_count >= step:
+                break
+            time.sleep(0.02)
+        return self.trainer.step_count
+
     def step_stage(self):
         """Run the next stage of the current step (sample -> reward -> advantage -> update) and return
         ``(stage, batch)``; after "update" the step has committed. The step runs in a helper thread that
