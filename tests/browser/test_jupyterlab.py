@@ -19,6 +19,7 @@ from browser_drive import describe, describe_settled, open_notebook, run_all, sh
 from browser_expect import EXPECT
 from browser_lab import NOTEBOOKS
 from browser_scenarios import check_drive, check_training, screenshot
+from browser_scenarios_lab import check_lab
 
 pytestmark = pytest.mark.browser
 
@@ -46,6 +47,8 @@ def check_expectations(page, name, expect, cells, log) -> list[str]:
         failures.append(f"EXPECT[{name!r}] has neither a drive nor a reason for having none (no_drive)")
     if expect.training is not None:
         failures += check_training(page, expect.training, log)
+    if expect.lab:
+        failures += check_lab(page, log)
     return failures
 
 
