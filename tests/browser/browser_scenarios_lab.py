@@ -21,7 +21,25 @@ def status(box) -> tuple[int, str, str]:
     return (int(m.group(1)), m.group(2), text) if m else (-1, "", text)
 
 
-def check_lab(page, log: list[str], *, timeout_s: float = 120) -> list[str]:
+THEME = "async (name) => { await window.jupyterapp.commands.execute('apputils:change-theme', {theme: name}); }"
+
+
+def shoot(page, box, shots, log: list[str]) -> None:
+    """Screenshots of the lab while it plays, in JupyterLab's light and dark themes (figures follow)."""
+    cell = box.locator("xpath=ancestor::div[contains(concat(' ', @class, ' '), ' jp-Cell ')][1]")
+    for theme, lab_theme in (("light", "JupyterLab Light"), ("dark", "JupyterLab Dark")):
+        page.evaluate(THEME, lab_theme)
+        kernel_eval(page, f"rlnb.viz.set_theme({theme!r})")
+        time.sleep(1.5)
+        box.scroll_into_view_if_needed()
+        path = shots / f"13_the_lab_playing_{theme}.png"
+        cell.screenshot(path=str(path))
+        log.append(f"lab screenshot ({theme}, playing): {path}")
+    page.evaluate(THEME, "JupyterLab Light")
+    kernel_eval(page, "rlnb.viz.set_theme('light')")
+
+
+def check_lab(page, log: list[str], *, timeout_s: float = 120, shots=None) -> list[str]:
     box = widget_box(page, "The lab")
     if box is None:
         return ["no lab on the page (a box headed 'The lab' with a status readout)"]
@@ -41,6 +59,8 @@ def check_lab(page, log: list[str], *, timeout_s: float = 120) -> list[str]:
     except TimeoutError as err:
         failures.append(f"moving beta while playing: {err}; status {status(box)[2]!r}, "
                         f"{box.evaluate(SHAPES)} shapes on the dashboard")
+    if shots is not None and status(box)[1] == "playing":
+        shoot(page, box, shots, log)
     cell = append_and_run(page, "print('while playing:', trainer.step_count)")
     try:
         wait_for(lambda: "while playing:" in stream_text(describe(page)[cell]), timeout_s=30,
