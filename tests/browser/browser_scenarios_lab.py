@@ -51,10 +51,11 @@ def check_lab(page, log: list[str], *, timeout_s: float = 120, shots=None) -> li
     except TimeoutError as err:
         return [f"after Play: {err}; status {status(box)[2]!r}"]
     playing_at = status(box)[0]
+    beta0, shapes0 = float(kernel_eval(page, "print(trainer.knob('beta'))")), box.evaluate(SHAPES)
     press_slider(box, "beta", ["ArrowRight", "ArrowRight"])
     failures = []
     try:
-        wait_for(lambda: "last change: beta 0 ->" in status(box)[2] and box.evaluate(SHAPES) >= 1,
+        wait_for(lambda: f"last change: beta {beta0:g} ->" in status(box)[2] and box.evaluate(SHAPES) > shapes0,
                  timeout_s=timeout_s, what="the status to report the beta change and the curves to mark it")
     except TimeoutError as err:
         failures.append(f"moving beta while playing: {err}; status {status(box)[2]!r}, "
@@ -78,9 +79,10 @@ def check_lab(page, log: list[str], *, timeout_s: float = 120, shots=None) -> li
     time.sleep(3)
     if status(box)[0] != stopped:
         failures.append(f"the step count went on after Pause: {stopped} -> {status(box)[0]}")
+    beta1 = float(kernel_eval(page, "print(trainer.knob('beta'))"))
     betas = kernel_eval(page, "print(sorted({h['hp/beta'] for h in trainer.history}))").strip()
-    if "0.01" not in betas:
-        failures.append(f"the history's hp/beta values {betas} do not include the beta set with the slider (0.01)")
-    log.append(f"lab: step {start} -> {playing_at} playing, beta moved, {status(box)[2]!r} after Pause; "
+    if not beta1 > beta0 or repr(beta1) not in betas:
+        failures.append(f"beta {beta0} -> {beta1} with the slider; the history's hp/beta values {betas}")
+    log.append(f"lab: step {start} -> {playing_at} playing, beta {beta0} -> {beta1}, {status(box)[2]!r} after Pause; "
                f"hp/beta seen {betas}")
     return failures
