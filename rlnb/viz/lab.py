@@ -27,6 +27,7 @@ from rlnb.viz.lab_scenarios import SCENARIOS, describe
 from rlnb.viz.tokens import TokenXRay
 
 KNOBS = ("eps_low", "eps_high", "beta", "lr", "temperature", "entropy_coef", "num_generations")
+MAX_MARKS = 20  # dotted change lines drawn (the latest ones)
 BUTTONS = ("Play", "Pause", "Step", "Step stage", "Rewind")
 
 
@@ -39,10 +40,14 @@ class LabDashboard(Dashboard):
 
     def _figure(self):
         fig = super()._figure()
-        for c in self.lab.changes:
+        changes = self.lab.changes[-MAX_MARKS:]
+        for c in changes:  # one dotted line per change, in every panel
             fig.add_vline(x=c.step - 0.5, line_dash="dot", line_color="#888", row="all", col="all")
-            fig.add_annotation(x=c.step - 0.5, y=1.0, yref="paper", text=str(c).split(" at ")[0],
-                               showarrow=False, font_size=10, xanchor="left", name=f"change {c}")
+        if changes:  # one label, the latest change (stacked labels of nearby changes are unreadable)
+            c = changes[-1]
+            fig.add_annotation(x=c.step - 0.5, y=1.0, xref="x", yref="paper", text=str(c).split(" at ")[0],
+                               showarrow=False, font_size=10, xanchor="left", yanchor="bottom", name=f"change {c}")
+            fig.update_layout(title_text=f"{fig.layout.title.text} · last change: {c}")
         return fig
 
 
