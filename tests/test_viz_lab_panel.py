@@ -34,7 +34,7 @@ def test_slider_change_marks_the_curves_and_the_status():
     assert [h["hp/beta"] for h in t.history] == [0.0, 0.05]
     lab.dashboard.draw()
     assert any(s.x0 == 1.5 for s in lab.dashboard.fig.layout.shapes)
-    assert any("beta 0 -> 0.05" in a.text for a in lab.dashboard.fig.layout.annotations)
+    assert "last change: beta 0 -> 0.05 at step 2" in lab.dashboard.fig.layout.title.text
     assert lab.status.value.count("step 2") == 2 and "paused" in lab.status.value  # "at step 2" too
     lab.close()
 

@@ -32,7 +32,8 @@ BUTTONS = ("Play", "Pause", "Step", "Step stage", "Rewind")
 
 
 class LabDashboard(Dashboard):
-    """The live dashboard with a dotted line at each step where the lab changed a knob."""
+    """The live dashboard with a dotted line at each step where the lab changed a knob, and the latest
+    change in its title."""
 
     def __init__(self, trainer, lab: LabLoop, **kwargs):
         self.lab = lab
@@ -43,11 +44,8 @@ class LabDashboard(Dashboard):
         changes = self.lab.changes[-MAX_MARKS:]
         for c in changes:  # one dotted line per change, in every panel
             fig.add_vline(x=c.step - 0.5, line_dash="dot", line_color="#888", row="all", col="all")
-        if changes:  # one label, the latest change (stacked labels of nearby changes are unreadable)
-            c = changes[-1]
-            fig.add_annotation(x=c.step - 0.5, y=1.0, xref="x", yref="paper", text=str(c).split(" at ")[0],
-                               showarrow=False, font_size=10, xanchor="left", yanchor="bottom", name=f"change {c}")
-            fig.update_layout(title_text=f"{fig.layout.title.text} · last change: {c}")
+        if changes:  # the latest change in the title (labels in the plot collide with the panel titles)
+            fig.update_layout(title_text=f"{fig.layout.title.text} · last change: {changes[-1]}")
         return fig
 
 
