@@ -106,7 +106,12 @@ class Lab:
 
     # --- from code ------------------------------------------------------------------------------
     def play(self, steps: int | None = None) -> None:
-        """Train in the background until ``pause()`` (or ``steps`` more); returns at once."""
+        """Train in the background until ``pause()`` (or ``steps`` more); returns at once.
+
+        A thread, not the kernel's event loop: a step is about a second of blocking torch work, which on
+        the event loop would freeze every widget for that second; in a thread torch releases the GIL, the
+        kernel keeps running cells and widget messages, and widget updates from the thread reach
+        JupyterLab (the kernel's iopub socket is thread-safe). It works the same in plain Python."""
         self.loop.play(steps)
         self._refresh()
 
