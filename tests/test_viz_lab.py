@@ -67,6 +67,20 @@ def test_play_returns_at_once_and_pause_stops_within_one_step():
     loop.close()
 
 
+def test_interrupting_a_wait_pauses_the_lab_with_the_trainer_consistent():
+    import _thread
+
+    t = tiny()
+    loop = LabLoop(t)
+    loop.play()
+    threading.Timer(1.0, _thread.interrupt_main).start()  # what the kernel's stop button does
+    with pytest.raises(KeyboardInterrupt):
+        loop.wait(timeout=120)
+    assert loop.state == "paused" and not loop._thread.is_alive()
+    assert len(t.history) == t.step_count == len(t.records) and loop.checkpoint["steps"] == t.step_count
+    loop.close()
+
+
 def test_knob_moved_while_playing_shows_from_the_next_step_on():
     t = tiny()
     loop = LabLoop(t, knobs=KNOBS)

@@ -150,12 +150,17 @@ class LabLoop:
 
     def wait(self, step: int | None = None, *, timeout: float = 600.0) -> int:
         """Block until the trainer has reached ``step`` (or, with None, until playing stops), or
-        ``timeout`` seconds pass, or playing stops; returns the step count."""
+        ``timeout`` seconds pass, or playing stops; returns the step count. Interrupting the kernel
+        while it waits pauses the lab (after the step in progress), then raises the KeyboardInterrupt."""
         t0 = time.monotonic()
-        while self.state == "playing" and time.monotonic() - t0 < timeout:
-            if step is not None and self.trainer.step_count >= step:
-                break
-            time.sleep(0.02)
+        try:
+            while self.state == "playing" and time.monotonic() - t0 < timeout:
+                if step is not None and self.trainer.step_count >= step:
+                    break
+                time.sleep(0.02)
+        except KeyboardInterrupt:
+            self.pause(wait=True)
+            raise
         return self.trainer.step_count
 
     def step_stage(self):
