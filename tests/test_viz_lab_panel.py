@@ -88,3 +88,14 @@ def test_close_stops_the_thread_and_a_second_lab_is_refused():
     lab.close()
     assert not lab.loop._thread.is_alive() and lab.loop.closed
     Lab(t, backend="static").close()
+
+
+def test_closing_the_widget_stops_the_thread():
+    t = tiny()
+    lab = Lab(t, backend="static")
+    box = lab.widget
+    lab.play()
+    box.close()
+    assert lab.loop.closed and not lab.loop._thread.is_alive() and lab.loop.state == "paused"
+    assert len(t.history) == t.step_count
+    Lab(t, backend="static").close()  # released: a new lab may drive the trainer

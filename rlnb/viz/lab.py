@@ -31,6 +31,16 @@ MAX_MARKS = 20  # dotted change lines drawn (the latest ones)
 BUTTONS = ("Play", "Pause", "Step", "Step stage", "Rewind")
 
 
+class LabBox(widgets.VBox):
+    """The lab's outer box: closing the widget (``widget.close()``) stops the lab's thread first."""
+
+    def close(self):
+        lab = getattr(self, "_lab_loop", None)
+        if lab is not None and not lab.closed:
+            lab.close()
+        super().close()
+
+
 class LabDashboard(Dashboard):
     """The live dashboard with a dotted line at each step where the lab changed a knob, and the latest
     change in its title."""
@@ -174,6 +184,7 @@ class Lab:
         self.loop.close()
         if self._widget is not None:
             self._widget.close()
+            self._widget = None
 
     # --- callbacks ------------------------------------------------------------------------------
     def _safely(self, fn) -> None:
@@ -232,12 +243,13 @@ class Lab:
     def widget(self) -> widgets.VBox:
         if self._widget is None:
             row = lambda ws: widgets.HBox(ws, layout=widgets.Layout(flex_flow="row wrap"))  # noqa: E731
-            self._widget = widgets.VBox([
+            self._widget = LabBox([
                 widgets.HTML("<b>The lab</b>"), self.status,
                 row([self.buttons[b] for b in BUTTONS]), self.message,
                 row(list(self.controls.values())),
                 row([self.scenario, self.buttons["Set up"]]), self.scenario_text, self.stage_view,
                 self.dashboard.widget, self.xray_box])
+            self._widget._lab_loop = self.loop
         return self._widget
 
     def _repr_mimebundle_(self, **kwargs):
