@@ -3,6 +3,7 @@
 - Explorers: ``AdvantageExplorer``, ``ClipExplorer``, ``KLExplorer``, ``AggregationExplorer``,
   ``EntropyView`` (``rlnb.viz.widgets``), and the ``TokenXRay`` (``rlnb.viz.tokens``).
 - ``Dashboard``: live training curves as a ``Trainer.run`` callback (``rlnb.viz.dashboard``).
+- ``Lab``: the loop's control panel: play / pause / step / rewind, knobs turned while it trains.
 - Pure figure builders, usable without a kernel: ``rlnb.viz.figures``, ``rlnb.viz.figures_train``.
 - ``set_backend("widget" | "static" | "auto")``: FigureWidget, or a plain figure redrawn into an
   ``Output`` where FigureWidget cannot load (chosen automatically in Colab and VS Code).
@@ -12,12 +13,13 @@
 
 from rlnb.viz.backend import get_backend, set_backend
 from rlnb.viz.dashboard import Dashboard
+from rlnb.viz.lab import Lab
 from rlnb.viz.source import show_source
 from rlnb.viz.theme import get_theme, set_theme
 from rlnb.viz.tokens import TokenXRay
 from rlnb.viz.widgets import AdvantageExplorer, AggregationExplorer, ClipExplorer, EntropyView, KLExplorer
 
 __all__ = [
-    "AdvantageExplorer", "AggregationExplorer", "ClipExplorer", "Dashboard", "EntropyView", "KLExplorer",
+    "AdvantageExplorer", "AggregationExplorer", "ClipExplorer", "Dashboard", "EntropyView", "KLExplorer", "Lab",
     "TokenXRay", "get_backend", "get_theme", "set_backend", "set_theme", "show_source",
 ]

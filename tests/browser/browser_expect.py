@@ -59,6 +59,7 @@ class Expect:
     drive: Drive | None = None
     no_drive: str = ""          # why there is no slider to drive (required when drive is None)
     training: Training | None = None
+    lab: bool = False           # the lab check: Play, move beta while it trains, run a cell, Pause
     timeout_s: float = 240      # run-all in smoke mode
 
 
@@ -227,6 +228,9 @@ EXPECT: dict[str, Expect] = {
                                                    min_plots=2, drive=AGG_LEN_WRONG),
     "10_dapo.ipynb": Expect(main="Clip explorer", min_sliders=4, min_plots=2, drive=CLIP_EPS_HIGH),
     "12_zoo_race.ipynb": Expect(main="Advantage explorer", min_sliders=4, min_plots=3, drive=MAXRL_P),
+    "13_the_lab.ipynb": Expect(main="The lab", min_sliders=7, min_plots=2, lab=True,
+                               no_drive="the lab's check drives it instead: Play, beta moved while it trains, "
+                               "another cell run meanwhile, Pause"),
     "14_kernels.ipynb": Expect(main=None, min_plots=1, no_drive="no widget: the kernel lesson's numbers are code "
                                "cells (parity, memory); its one figure is static"),
     "15_your_own_model.ipynb": Expect(main="Token X-ray", min_sliders=2, min_plots=2, drive=QWEN_XRAY_GROUP),

@@ -19,6 +19,7 @@ from browser_drive import describe, describe_settled, open_notebook, run_all, sh
 from browser_expect import EXPECT
 from browser_lab import NOTEBOOKS
 from browser_scenarios import check_drive, check_training, screenshot
+from browser_scenarios_lab import check_lab
 
 pytestmark = pytest.mark.browser
 
@@ -33,7 +34,7 @@ def summary_of_page(cells) -> str:
     return f"explorers/dashboards {explorers}, sliders {sliders}, counts {counts(cells)}"
 
 
-def check_expectations(page, name, expect, cells, log) -> list[str]:
+def check_expectations(page, name, expect, cells, log, shots=None) -> list[str]:
     """Enough sliders and figures; the slider drive; the training run (start-here)."""
     failures = []
     c = counts(cells)
@@ -46,6 +47,8 @@ def check_expectations(page, name, expect, cells, log) -> list[str]:
         failures.append(f"EXPECT[{name!r}] has neither a drive nor a reason for having none (no_drive)")
     if expect.training is not None:
         failures += check_training(page, expect.training, log)
+    if expect.lab:
+        failures += check_lab(page, log, shots=shots)
     return failures
 
 
@@ -70,7 +73,7 @@ def test_notebook_in_jupyterlab(lab, page, artifacts, folder, name):
             failures.append(f"{name} has no entry in EXPECT (tests/browser/browser_expect.py); the page shows "
                             f"{summary_of_page(cells)}")
         else:
-            failures += check_expectations(page, name, expect, cells, log)
+            failures += check_expectations(page, name, expect, cells, log, shots=artifacts / "screenshots")
     finally:  # after the checks (the dashboard has its longer run), and even when one of them raised
         shot = artifacts / "screenshots" / f"{stem}.png"
         log.append(f"screenshot of {screenshot(page, expect.main if expect else None, shot)}: {shot}")

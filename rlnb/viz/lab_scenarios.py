@@ -1,0 +1,78 @@
+"""The lab's scenarios: runs set up to show one symptom from the seeds, and the knob to try on it.
+
+Each scenario is a set of knob changes (applied through the lab, at the next step boundary) and the knob
+change that treats it. The numbers each one quotes are measured on the toy by
+``scripts/measure_lab_scenarios.py`` (stored in ``docs/results/lab_scenarios.json``), never typed in.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results" / "lab_scenarios.json"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """``setup``: knob changes that produce the symptom; ``fix``: the knob change to try; ``metric``: the
+    history key where the symptom shows; ``reference``: whether it needs a reference model (to see KL)."""
+
+    name: str
+    symptom: str
+    setup: dict
+    fix: dict
+    metric: str
+    advice: str
+    better: int = 1  # +1: the fix should end the metric higher than the symptom run; -1: lower
+    trend: int = -1  # the symptom is the metric falling (-1) or rising (+1) over the run
+    reference: bool = False
+
+
+SCENARIOS = {s.name: s for s in (
+    Scenario("entropy collapse", "entropy falls step after step: the policy stops exploring",
+             setup={"num_mini_batches": 4, "lr": 3e-4}, fix={"entropy_target": 0.4, "entropy_coef": 0.01},
+             metric="entropy", advice="several updates per batch at a high lr sharpen the policy fast; try the "
+             "entropy thermostat (entropy_target) or clip-higher (eps_high 0.28), and check the reward still "
+             "discriminates (zero-variance groups)"),
+    Scenario("no signal", "most groups have the same reward for every completion: their advantage is 0",
+             setup={"num_generations": 2}, fix={"num_generations": 8}, metric="frac_reward_zero_std", better=-1, trend=1,
+             advice="with G=2 a group often has two equal rewards; a larger G (or dynamic sampling, "
+             "filters=('dynamic_sampling',) with max_gen_rounds > 1) gives more groups a spread"),
+    Scenario("drift", "the KL to the starting model grows without bound",
+             setup={"lr": 3e-4, "beta": 0.0}, fix={"beta": 0.1}, metric="kl", better=-1, trend=1, reference=True,
+             advice="beta 0 lets the policy wander; a KL penalty (beta > 0) pulls it back toward the start"),
+    Scenario("instability", "the reward climbs, then crashes to 0",
+             setup={"lr": 1e-3}, fix={"lr": 1e-4}, metric="reward",
+             advice="lr too high: watch the reward crash, press Rewind, lower lr, press Play"),
+)}
+
+
+def measured() -> dict:
+    """The stored measurements (empty when the script has not been run)."""
+    return json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+
+
+def shown(name: str, m: dict) -> bool:
+    """Whether the set-up run showed its symptom: the metric moved the symptom's way from start to end."""
+    return SCENARIOS[name].trend * (m["symptom"]["end"] - m["symptom"]["start"]) > 0
+
+
+def helped(name: str, m: dict) -> bool:
+    """Whether the fix ended the watched metric on the better side of the symptom run."""
+    return SCENARIOS[name].better * (m["fix"]["end"] - m["symptom"]["end"]) > 0
+
+
+def describe(name: str) -> str:
+    """What the scenario sets up, which knob to try, and what that knob did on the toy (measured)."""
+    s = SCENARIOS[name]
+    text = f"{name}: {s.symptom}. Set up: {s.setup}. Try: {s.fix} ({s.advice})."
+    m = measured().get(name)
+    if m:
+        a, b = m["symptom"], m["fix"]
+        text += (f" Measured on the toy ({m['steps']} steps, P={m['P']}, G={m['G']} unless set): {s.metric} "
+                 f"{a['start']:.3f} -> {a['end']:.3f} as set up "
+                 f"({'the symptom showed' if shown(name, m) else 'the symptom did NOT show in this short run'}), {b['start']:.3f} -> {b['end']:.3f} with the fix: the fix "
+                 f"{'moved it the expected way' if helped(name, m) else 'did NOT move it the expected way'}.")
+    return text

@@ -1,0 +1,89 @@
+"""The lab's check in JupyterLab: press Play, move beta while it trains, run another cell, press Pause.
+
+Returns a list of failures (readable strings) like the other scenarios.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from browser_checks import stream_text
+from browser_drive import append_and_run, box_state, describe, kernel_eval, press_slider, wait_for, widget_box
+
+STATUS = re.compile(r"step (\d+) / (\w+)")
+SHAPES = "(b) => { const p = b.querySelector('.js-plotly-plot'); return p && p.layout ? (p.layout.shapes || []).length : -1; }"
+
+
+def status(box) -> tuple[int, str, str]:
+    text = box_state(box)["readout"]
+    m = STATUS.search(text)
+    return (int(m.group(1)), m.group(2), text) if m else (-1, "", text)
+
+
+THEME = "async (name) => { await window.jupyterapp.commands.execute('apputils:change-theme', {theme: name}); }"
+
+
+def shoot(page, box, shots, log: list[str]) -> None:
+    """Screenshots of the lab while it plays, in JupyterLab's light and dark themes (figures follow)."""
+    cell = box.locator("xpath=ancestor::div[contains(concat(' ', @class, ' '), ' jp-Cell ')][1]")
+    for theme, lab_theme in (("light", "JupyterLab Light"), ("dark", "JupyterLab Dark")):
+        page.evaluate(THEME, lab_theme)
+        kernel_eval(page, f"rlnb.viz.set_theme({theme!r})")
+        time.sleep(1.5)
+        box.scroll_into_view_if_needed()
+        path = shots / f"13_the_lab_playing_{theme}.png"
+        cell.screenshot(path=str(path))
+        log.append(f"lab screenshot ({theme}, playing): {path}")
+    page.evaluate(THEME, "JupyterLab Light")
+    kernel_eval(page, "rlnb.viz.set_theme('light')")
+
+
+def check_lab(page, log: list[str], *, timeout_s: float = 120, shots=None) -> list[str]:
+    box = widget_box(page, "The lab")
+    if box is None:
+        return ["no lab on the page (a box headed 'The lab' with a status readout)"]
+    start, state, _ = status(box)
+    box.locator("button", has_text="Play").first.click()
+    try:
+        wait_for(lambda: status(box)[1] == "playing" and status(box)[0] >= start + 2, timeout_s=timeout_s,
+                 what="the lab to play and its step count to advance by 2")
+    except TimeoutError as err:
+        return [f"after Play: {err}; status {status(box)[2]!r}"]
+    playing_at = status(box)[0]
+    beta0, shapes0 = float(kernel_eval(page, "print(trainer.knob('beta'))")), box.evaluate(SHAPES)
+    press_slider(box, "beta", ["ArrowRight", "ArrowRight"])
+    failures = []
+    try:
+        # each key press may land at its own step boundary (0.05 -> 0.055 -> 0.06): any beta change counts
+        wait_for(lambda: "last change: beta " in status(box)[2] and box.evaluate(SHAPES) > shapes0,
+                 timeout_s=timeout_s, what="the status to report the beta change and the curves to mark it")
+    except TimeoutError as err:
+        failures.append(f"moving beta while playing: {err}; status {status(box)[2]!r}, "
+                        f"{box.evaluate(SHAPES)} shapes on the dashboard")
+    if shots is not None and status(box)[1] == "playing":
+        shoot(page, box, shots, log)
+    cell = append_and_run(page, "print('while playing:', trainer.step_count)")
+    try:
+        wait_for(lambda: "while playing:" in stream_text(describe(page)[cell]), timeout_s=30,
+                 what="another cell to run while the lab plays")
+        if status(box)[1] != "playing":
+            failures.append(f"the lab stopped playing when another cell ran: {status(box)[2]!r}")
+    except TimeoutError as err:
+        failures.append(f"{err} (the kernel is blocked while the lab plays)")
+    box.locator("button", has_text="Pause").first.click()
+    try:
+        wait_for(lambda: status(box)[1] == "paused", timeout_s=30, what="the lab to pause")
+    except TimeoutError as err:
+        return failures + [f"after Pause: {err}; status {status(box)[2]!r}"]
+    stopped = status(box)[0]
+    time.sleep(3)
+    if status(box)[0] != stopped:
+        failures.append(f"the step count went on after Pause: {stopped} -> {status(box)[0]}")
+    beta1 = float(kernel_eval(page, "print(trainer.knob('beta'))"))
+    betas = kernel_eval(page, "print(sorted({h['hp/beta'] for h in trainer.history}))").strip()
+    if not beta1 > beta0 or repr(beta1) not in betas:
+        failures.append(f"beta {beta0} -> {beta1} with the slider; the history's hp/beta values {betas}")
+    log.append(f"lab: step {start} -> {playing_at} playing, beta {beta0} -> {beta1}, {status(box)[2]!r} after Pause; "
+               f"hp/beta seen {betas}")
+    return failures

@@ -1,0 +1,101 @@
+"""The lab's panel without a kernel: controls from the knob declarations, markers, status, fallback."""
+
+import ipywidgets as widgets
+import pytest
+
+from rlnb import Trainer
+from rlnb.viz import Lab
+from rlnb.viz.lab import KNOBS
+from rlnb.viz.lab_scenarios import SCENARIOS, describe
+
+
+def tiny():
+    return Trainer.tiny("grpo", prompts_per_step=2, num_generations=4, max_new_tokens=10)
+
+
+def test_controls_are_built_from_the_knob_declarations():
+    t = tiny()
+    lab = Lab(t, backend="static")
+    assert set(KNOBS) | {"recipe"} == set(lab.controls)
+    assert isinstance(lab.controls["lr"], widgets.FloatLogSlider) and lab.controls["lr"].value == pytest.approx(1e-4)
+    assert isinstance(lab.controls["num_generations"], widgets.IntSlider) and lab.controls["num_generations"].value == 4
+    assert lab.controls["eps_high"].value == pytest.approx(t.knob("eps_high"))
+    assert "grpo" in lab.controls["recipe"].options
+    assert set(t.logged_knobs) == set(KNOBS)
+    lab.close()
+
+
+def test_slider_change_marks_the_curves_and_the_status():
+    t = tiny()
+    lab = Lab(t, backend="static")
+    lab.step()
+    lab.controls["beta"].value = 0.05       # paused: applies now, runs from step 2 on
+    lab.step()
+    assert [h["hp/beta"] for h in t.history] == [0.0, 0.05]
+    lab.dashboard.draw()
+    assert any(s.x0 == 1.5 for s in lab.dashboard.fig.layout.shapes)
+    assert "last change: beta 0 -> 0.05 at step 2" in lab.dashboard.fig.layout.title.text
+    assert lab.status.value.count("step 2") == 2 and "paused" in lab.status.value  # "at step 2" too
+    lab.close()
+
+
+def test_a_bad_value_from_a_control_is_refused_and_the_control_goes_back():
+    t = tiny()
+    lab = Lab(t, backend="static")
+    lab.controls["num_generations"].max = 40
+    lab._on_control("eps_high", -0.5)   # what a typed-in readout could send
+    assert "eps_high" in lab.message.value and t.knob("eps_high") == lab.controls["eps_high"].value
+    lab.step()
+    assert t.step_count == 1 and lab.loop.pending == {}
+    lab.close()
+
+
+def test_recipe_dropdown_switches_at_the_boundary():
+    t = tiny()
+    lab = Lab(t, backend="static")
+    lab.controls["recipe"].value = "dr_grpo"
+    assert t.recipe.aggregation == "seq-mean-token-sum-norm" and t.recipe.name == "dr_grpo"
+    lab.step()
+    assert t.step_count == 1
+    lab.close()
+
+
+def test_step_stage_shows_each_stage_and_xray_appears():
+    t = tiny()
+    lab = Lab(t, backend="static")
+    stages = [lab.step_stage()[0] for _ in range(4)]
+    assert stages == ["sample", "reward", "advantage", "update"] and "update" in lab.stage_view.value
+    assert lab.xray is not None and lab.xray.values["step"] == 1
+    lab.close()
+
+
+def test_scenarios_set_up_their_knobs_and_quote_measured_numbers():
+    t = tiny()
+    lab = Lab(t, backend="static")
+    lab.set_up("drift")
+    assert t.ref_model is not None and t.recipe.lr == SCENARIOS["drift"].setup["lr"]
+    text = describe("instability")
+    assert "lr" in text and "Try" in text
+    lab.close()
+
+
+def test_close_stops_the_thread_and_a_second_lab_is_refused():
+    t = tiny()
+    lab = Lab(t, backend="static")
+    with pytest.raises(RuntimeError, match="another Lab"):
+        Lab(t, backend="static")
+    lab.play()
+    lab.close()
+    assert not lab.loop._thread.is_alive() and lab.loop.closed
+    Lab(t, backend="static").close()
+
+
+def test_closing_the_widget_stops_the_thread():
+    t = tiny()
+    lab = Lab(t, backend="static")
+    box = lab.widget
+    lab.play()
+    box.close()
+    assert lab.loop.closed and not lab.loop._thread.is_alive() and lab.loop.state == "paused"
+    assert len(t.history) == t.step_count
+    Lab(t, backend="static").close()  # released: a new lab may drive the trainer
