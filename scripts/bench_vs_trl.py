@@ -128,7 +128,7 @@ def main(argv=None) -> None:
     cfg = ours.model.config
     A, B = Stages(), Stages()                                             # A: TRL, B: rlnb
     flops = {"trl": [], "rlnb": []}
-    shapes = {}
+    shapes, mm = {}, []                                                   # mm: matmul FLOP/s between steps
 
     def rlnb_step(trl_seconds: float) -> None:
         A.close(trl_seconds)
@@ -141,6 +141,7 @@ def main(argv=None) -> None:
         flops["rlnb"].append(step_flops(cfg, pt, ct, b.B))
         flops["trl"].append(step_flops(cfg, pt, A.steps[-1].get("completion_tokens", ct), b.B))
         m = rec.metrics
+        mm.append(matmul_flops_per_s(max(shapes["M"], 256), cfg.hidden_size, cfg.intermediate_size, reps=5))
         B.close(dt, sample=m["timing/sample_s"], reward=m["timing/reward_s"], advantage=m["timing/advantage_s"],
                 update=m["timing/update_s"])
 
@@ -158,11 +159,9 @@ def main(argv=None) -> None:
     B.wrap(sample_mod, "sample", "generate")
     B.wrap(ours.updater, "policy", "update_forward")
 
-    mm_before = matmul_flops_per_s(4096, cfg.hidden_size, cfg.intermediate_size)
     t_run = time.perf_counter()
     trl.train()
     t_run = time.perf_counter() - t_run
-    mm_after = matmul_flops_per_s(max(shapes.get("M", 4096), 256), cfg.hidden_size, cfg.intermediate_size)
 
     w = args.warmup
     ta, tb = A.steps[w:], B.steps[w:]
@@ -173,7 +172,8 @@ def main(argv=None) -> None:
         s["sample_other"] = s["sample"] - s.get("generate", 0)
         s["update_other"] = s["update"] - s.get("update_forward", 0)
     ratios = [a["total"] / b["total"] for a, b in zip(ta, tb)]
-    mm = statistics.median([mm_before, mm_after])
+    mm_q = statistics.quantiles(mm[w:], n=4) if len(mm) > w + 1 else mm * 3
+    mm = statistics.median(mm[w:])
     util = {k: statistics.median(f / s["total"] for f, s in zip(flops[k][w:], st)) / mm
             for k, st in (("trl", ta), ("rlnb", tb))}
     print(f"settings: GRPO, P={ours.recipe.prompts_per_step} x G={ours.recipe.num_generations}, "
@@ -186,7 +186,7 @@ def main(argv=None) -> None:
           f"(quartiles {q[0]:.2f}-{q[-1]:.2f}); ratio of medians "
           f"{statistics.median(a['total'] for a in ta) / statistics.median(b['total'] for b in tb):.2f}")
     print(f"fp32 matmul ({shapes.get('M', 4096)}x{cfg.hidden_size} @ {cfg.hidden_size}x{cfg.intermediate_size}): "
-          f"{mm / 1e9:.1f} GFLOP/s (before {mm_before / 1e9:.1f}, after {mm_after / 1e9:.1f}); "
+          f"median {mm / 1e9:.1f} GFLOP/s over the run (quartiles {mm_q[0] / 1e9:.1f}-{mm_q[-1] / 1e9:.1f}); "
           f"utilisation TRL {util['trl']:.2f}, rlnb {util['rlnb']:.2f}")
     if args.eval:
         ev = lambda m: evaluate(m, ours.tokenizer, ours.task, n=args.eval,  # noqa: E731
