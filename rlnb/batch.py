@@ -33,6 +33,7 @@ class Batch:
     truncated: torch.Tensor | None = None      # (B,) bool, True where no EOS within max_new_tokens
     completions: list[str] | None = None       # (B,) decoded completion text
     old_logp: torch.Tensor | None = None       # (B, T) fp32, log pi_old(o_t) at sampling time
+    rollout_logp: torch.Tensor | None = None   # (B, T) fp32, log pi_old(o_t) as the sampling pass computed it
     ref_logp: torch.Tensor | None = None       # (B, T) fp32, log pi_ref(o_t); only when beta > 0
     old_values: torch.Tensor | None = None     # (B, T) fp32, critic's V(s_t) at sampling (PPO only)
     # --- Rewarder -------------------------------------------------------------------------------

@@ -7,12 +7,12 @@ from __future__ import annotations
 import torch
 
 _ROW = ["prompt_index", "truncated", "rewards", "correct", "keep"]       # (B,)
-_TOKEN = ["completion_ids", "mask", "old_logp", "ref_logp", "old_values", "returns"]  # (B, T)
-_TENSORS = ["prompt_index", "prompt_ids", "prompt_mask", "completion_ids", "mask", "truncated", "old_logp",
+_TOKEN = ["completion_ids", "mask", "old_logp", "rollout_logp", "ref_logp", "old_values", "returns"]  # (B, T)
+_TENSORS = ["prompt_index", "prompt_ids", "prompt_mask", "completion_ids", "mask", "truncated", "old_logp", "rollout_logp",
             "ref_logp", "old_values", "rewards", "correct", "adv", "keep", "returns"]
-_FINITE = ["old_logp", "ref_logp", "old_values", "rewards", "adv", "returns"]
+_FINITE = ["old_logp", "rollout_logp", "ref_logp", "old_values", "rewards", "adv", "returns"]
 _INT = ["prompt_index", "prompt_ids", "completion_ids"]                  # token ids and indices
-_FLOAT = ["old_logp", "ref_logp", "old_values", "rewards", "adv", "returns"]
+_FLOAT = ["old_logp", "rollout_logp", "ref_logp", "old_values", "rewards", "adv", "returns"]
 _BOOL = ["truncated", "correct", "keep"]
 _MADE_BY = {"prompt_ids": "Sampler", "prompt_mask": "Sampler", "completion_ids": "Sampler", "mask": "Sampler",
             "completions": "Sampler", "old_logp": "Sampler", "ref_logp": "Sampler (given a ref_model)",

@@ -56,13 +56,18 @@ def _cache_of(out):
 @torch.no_grad()
 def sample(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, max_new_tokens: int,
            eos_token_id: int, pad_token_id: int, temperature: float = 1.0, top_p: float = 1.0,
-           greedy: bool = False, generator: torch.Generator | None = None):
+           greedy: bool = False, generator: torch.Generator | None = None, return_logp: bool = False):
     """Generate up to ``max_new_tokens`` per row of left-padded prompts.
 
     Returns ``completion_ids`` (B, T) right-padded with ``pad_token_id`` after EOS, ``mask`` (B, T)
-    1.0 on generated tokens up to and including EOS, and ``truncated`` (B,) True where no EOS came.
-    Logits with NaN or +inf (diverged weights) raise a ``ValueError`` naming the rows, after the loop
-    (rows are tracked on the device, so the check costs no synchronisation per token).
+    1.0 on generated tokens up to and including EOS, and ``truncated`` (B,) True where no EOS came;
+    with ``return_logp`` also ``rollout_logp`` (B, T): log pi_T of each sampled token as this incremental
+    pass computed it (before top-p; 0 on padding), the rollout policy's own log-probs.
+    Logits with NaN or +inf (diverged weights) raise a ``ValueError`` naming the rows, after the loop.
+
+    Cost: rows that reached EOS leave the batch (and the KV cache) once enough of them have, so a step
+    costs what the rows still running need; the last token is never fed back (that forward's logits
+    would go unused).
     """
     if not temperature > 0:
         raise ValueError(f"temperature: expected a number > 0, got {temperature!r}")
@@ -72,28 +77,40 @@ def sample(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, max_ne
     if prompt_ids.dim() != 2 or prompt_mask.shape != prompt_ids.shape:
         raise ValueError(f"prompt_ids, prompt_mask: expected equal (B, Tp) shapes, got {tuple(prompt_ids.shape)} "
                          f"and {tuple(prompt_mask.shape)}")
-    B = prompt_ids.shape[0]
-    attn = prompt_mask.long()                                            # (B, Tp)
+    B, dev = prompt_ids.shape[0], prompt_ids.device
+    attn = prompt_mask.long()                                            # (b, Tp + t) for the rows still running
     pos = position_ids(attn)
     out = model(input_ids=prompt_ids, attention_mask=attn, position_ids=pos, use_cache=True,
-                logits_to_keep=1)  # prefill: only the last position's logits
-    past, logits = _cache_of(out), out.logits[:, -1]                    # logits (B, V)
+                logits_to_keep=1)  # prefill: only the last position's logits, never (B, Tp, V)
+    past, logits = _cache_of(out), out.logits[:, -1]                    # logits (b, V)
     cache_kw = _cache_kw(model)
-    last_pos = pos[:, -1:]                                               # (B, 1)
-    done = torch.zeros(B, dtype=torch.bool, device=prompt_ids.device)
-    broken = torch.zeros_like(done)                                      # (B,) rows whose logits went bad
-    tokens, live = [], []
-    for _ in range(max_new_tokens):
-        bad = (logits.isnan() | logits.isposinf()).any(-1) | logits.isneginf().all(-1)  # (B,)
-        broken |= bad & ~done
+    last_pos = pos[:, -1:]                                               # (b, 1)
+    rows = torch.arange(B, device=dev)                                   # (b,) running row -> batch row
+    done = torch.zeros(B, dtype=torch.bool, device=dev)                  # (b,) rows past EOS, not yet dropped
+    broken = torch.zeros(B, dtype=torch.bool, device=dev)                # (B,) rows whose logits went bad
+    tokens = torch.full((B, max_new_tokens), pad_token_id, dtype=torch.long, device=dev)  # (B, T)
+    live = torch.zeros(B, max_new_tokens, dtype=torch.bool, device=dev)
+    logps = torch.zeros(B, max_new_tokens, dtype=torch.float32, device=dev) if return_logp else None
+    T = max_new_tokens
+    for t in range(max_new_tokens):
+        bad = (logits.isnan() | logits.isposinf()).any(-1) | logits.isneginf().all(-1)  # (b,)
+        broken[rows] |= bad & ~done
         logits = logits.masked_fill(bad[:, None], 0.0)                   # keep sampling; we raise below
         tok = next_token(logits, temperature=temperature, top_p=top_p, greedy=greedy, generator=generator)
-        tok = tok.masked_fill(done, pad_token_id)
-        tokens.append(tok)
-        live.append(~done)
+        run = rows[~done]                                                # batch rows that took a token now
+        tokens[run, t], live[run, t] = tok[~done], True
+        if return_logp:
+            lp = torch.log_softmax(logits.float() / temperature, dim=-1).gather(-1, tok[:, None]).squeeze(-1)
+            logps[run, t] = lp[~done]
         done = done | (tok == eos_token_id)
-        if done.all():
+        n_done = int(done.sum())                                         # one sync per token: cheap on a CPU
+        if n_done == len(rows) or t == max_new_tokens - 1:
+            T = t + 1
             break
+        if n_done and (n_done * 8 >= len(rows) or len(rows) - n_done <= 8):  # drop finished rows in batches
+            keep = torch.nonzero(~done).flatten()
+            rows, tok, attn, last_pos, done = rows[keep], tok[keep], attn[keep], last_pos[keep], done[keep]
+            past = _select_rows(past, keep)
         attn = torch.cat([attn, torch.ones_like(attn[:, :1])], dim=1)
         last_pos = last_pos + 1
         out = model(input_ids=tok[:, None], attention_mask=attn, position_ids=last_pos,
@@ -103,6 +120,15 @@ def sample(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, max_ne
         rows = torch.nonzero(broken).flatten()[:10].tolist()
         raise ValueError(f"logits: NaN or inf in the model's logits for rows {rows} while sampling "
                          "(diverged weights? try a lower lr or max_grad_norm)")
-    completion_ids = torch.stack(tokens, dim=1)                          # (B, T)
-    mask = torch.stack(live, dim=1).float()                              # (B, T)
-    return completion_ids, mask, ~done
+    live = live[:, :T]
+    truncated = ~(live & (tokens[:, :T] == eos_token_id)).any(-1)        # (B,) no EOS within the budget
+    res = (tokens[:, :T], live.float(), truncated)
+    return res + (logps[:, :T],) if return_logp else res
+
+
+def _select_rows(past, keep: torch.Tensor):
+    """The KV cache of the rows ``keep`` only (transformers' caches can drop batch rows in place)."""
+    if hasattr(past, "batch_select_indices"):
+        past.batch_select_indices(keep)
+        return past
+    return tuple(tuple(x[keep] for x in layer) for layer in past)       # legacy tuple-of-tuples cache

@@ -164,10 +164,19 @@ def _for_each_chunk(fn, jobs: list, cpu: bool) -> None:
 
     threads = torch.get_num_threads()
     try:
-        with ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,)) as pool:
-            list(pool.map(work, jobs))
+        list(_pool(workers).map(work, jobs))
     finally:
         torch.set_num_threads(threads)           # the workers' setting reaches the BLAS library's too
+
+
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """One pool of single-threaded workers per size, made once and reused (creating one costs ~0.1 s a step)."""
+    if workers not in _POOLS:
+        _POOLS[workers] = ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,))
+    return _POOLS[workers]
 
 
 class ChunkedTokenLogprobs(torch.autograd.Function):

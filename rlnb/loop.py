@@ -240,7 +240,7 @@ class Trainer(TrainerStateMixin):
         ``callbacks``: objects with ``on_stage(trainer, stage, batch)``, called after each stage."""
         timer, callbacks = Timer(), check_hooks(callbacks)
         emit = lambda stage, b: [cb.on_stage(self, stage, b) for cb in callbacks]  # noqa: E731
-        with self.rollback_on_error(), self._stepping():
+        with self.rollback_on_error(), self._stepping(), self._old_logp_from_update():
             batch = self.rollout.step(timer, emit)        # Sampler, Rewarder (and DAPO's refills)
             with timer("advantage"):
                 batch = self.advantager.step(batch)
@@ -248,8 +248,22 @@ class Trainer(TrainerStateMixin):
             with deferred_interrupt():  # Ctrl-C waits until the update is applied and recorded
                 with timer("update"):
                     stats = self.updater.step(batch)
+                if batch.old_logp is None:  # the update's own pi_old, recorded for the views and history
+                    batch = batch.replace(old_logp=stats.old_logp)
                 emit("update", batch)
                 return self._commit(batch, stats, timer)
+
+    @contextlib.contextmanager
+    def _old_logp_from_update(self):
+        """Skip the Sampler's recomputing forward for this step when nothing reads ``old_logp`` before an
+        on-policy update (see ``Sampler``): the ratio is still exactly 1, one forward cheaper."""
+        r = self.recipe
+        skip = self.updater.on_policy and not (r.kl_in_reward and r.beta > 0) and not r.critic and not r.topk_logprobs
+        self.sampler.recompute_old_logp = not skip
+        try:
+            yield
+        finally:
+            self.sampler.recompute_old_logp = True  # a stage run by hand shows old_logp as always
 
     @contextlib.contextmanager
     def _stepping(self):

@@ -271,7 +271,10 @@ WRITTEN = [
     ("Updater before the Advantager", lambda c: c.t.updater.step(c.batch.replace(adv=None)), ValueError,
      "batch.adv: Updater needs it"),
     ("Updater without completions", lambda c: c.t.updater.step(bare().replace(adv=R(0, 0, 0, 0))), ValueError,
-     "batch.old_logp: Updater needs it"),
+     "batch.mask: Updater needs it"),  # on-policy, pi_old may come from the update's own forward
+    ("off-policy Updater without old_logp", lambda c: Updater(c.model, c.t.optimizer, loss_fn=POLICY_LOSSES["pg"],
+                                                              agg_fn=AGGREGATIONS["token-mean"], num_iterations=2)
+     .step(c.batch.replace(old_logp=None)), ValueError, "batch.old_logp: Updater needs it"),
     ("Updater without top-K ids", lambda c: Updater(c.model, c.t.optimizer, loss_fn=POLICY_LOSSES["dppo_topk_tv"],
                                                      agg_fn=AGGREGATIONS["token-mean"]).step(c.batch), ValueError,
      "batch.extras['topk_ids']: Updater needs it"),

@@ -7,7 +7,7 @@ import torch
 from rlnb.batch import Batch
 from rlnb.batch_checks import require
 from rlnb.evaluate import encode_prompts
-from rlnb.forward import completion_logprobs
+from rlnb.forward import PolicyOut, completion_logprobs
 from rlnb.generate import sample
 from rlnb.validate import check_fields, context_length
 
@@ -17,19 +17,27 @@ class Sampler:
 
     Reads: ``prompts`` (a prompt-only ``Batch`` from ``Batch.from_rows``).
     Writes: ``prompt_ids``, ``prompt_mask``, ``completion_ids``, ``mask``, ``truncated``,
-    ``completions``, ``old_logp``; ``ref_logp`` when a reference model is given; ``old_values`` with a
+    ``completions``, ``old_logp``, ``rollout_logp``; ``ref_logp`` when a reference model is given; ``old_values`` with a
     value head (PPO's critic); ``extras["topk_ids"]``/``extras["old_topk_logp"]`` when ``topk`` > 0;
     ``extras["greedy_completions"]`` (B strings: each row's prompt's greedy completion) with ``greedy=True``,
     for estimators whose baseline is a greedy rollout (ReMax's ``greedy_rewards``, scored by the Rewarder).
 
     ``old_logp`` is recomputed with one full forward pass through ``rlnb.forward.completion_logprobs``
     (the Updater's own function) rather than taken from the incremental sampling pass, so that before
-    any optimizer step the ratio pi / pi_old is exactly 1.
+    any optimizer step the ratio pi / pi_old is exactly 1. ``rollout_logp`` is what the sampling pass
+    itself computed: the same policy through another code path (incremental KV cache, other shapes), so it
+    differs from ``old_logp`` by rounding. That gap is the train/rollout mismatch of real systems (vLLM
+    samples, the trainer scores), which ScaleRL's FP32 LM head is about.
+
+    ``recompute_old_logp=False`` skips that forward (``old_logp`` stays None): an on-policy Updater then
+    takes pi_old from its own forward, detached, which is the same number. ``Trainer.step`` does this when
+    nothing reads ``old_logp`` before the update; a stage run by hand always recomputes.
     """
 
     def __init__(self, model, tokenizer, *, temperature: float = 1.0, top_p: float = 1.0,
                  max_new_tokens: int = 32, ref_model=None, fp32_lm_head: bool = False, value_head=None,
-                 topk: int = 0, greedy: bool = False, generator: torch.Generator | None = None):
+                 topk: int = 0, greedy: bool = False, generator: torch.Generator | None = None,
+                 recompute_old_logp: bool = True):
         check_fields({"topk": "topk_logprobs"}, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
                      fp32_lm_head=fp32_lm_head, topk=topk)
         ctx = context_length(model)
@@ -40,6 +48,7 @@ class Sampler:
         self.temperature, self.top_p, self.max_new_tokens = temperature, top_p, max_new_tokens
         self.fp32_lm_head, self.value_head, self.topk, self.greedy = fp32_lm_head, value_head, topk, greedy
         self.generator = generator if generator is not None else torch.Generator(device=self.device).manual_seed(0)
+        self.recompute_old_logp = recompute_old_logp
 
     def check_context(self, prompt_mask: torch.Tensor) -> None:
         """Prompt plus ``max_new_tokens`` must fit in the model's context window (when its config says)."""
@@ -65,15 +74,18 @@ class Sampler:
         was_training = self.model.training
         self.model.eval()  # no dropout while sampling; the Updater switches back to train()
         try:
-            completion_ids, mask, truncated = sample(
+            completion_ids, mask, truncated, rollout = sample(
                 self.model, prompt_ids, prompt_mask, max_new_tokens=self.max_new_tokens,
                 temperature=self.temperature, top_p=self.top_p, generator=self.generator,
-                eos_token_id=self.tokenizer.eos_token_id, pad_token_id=self.tokenizer.pad_token_id,
+                eos_token_id=self.tokenizer.eos_token_id, pad_token_id=self.tokenizer.pad_token_id, return_logp=True,
             )
             inputs = (prompt_ids, prompt_mask, completion_ids, mask)
             with torch.no_grad():
-                old = completion_logprobs(self.model, *inputs, temperature=self.temperature,
-                                          fp32_lm_head=self.fp32_lm_head, value_head=self.value_head, topk=self.topk)
+                old = PolicyOut(None, None, None, None, None)
+                if self.recompute_old_logp or self.value_head is not None or self.topk:
+                    old = completion_logprobs(self.model, *inputs, temperature=self.temperature,
+                                              fp32_lm_head=self.fp32_lm_head, value_head=self.value_head,
+                                              topk=self.topk)
                 ref = None
                 if self.ref_model is not None:
                     ref = completion_logprobs(self.ref_model, *inputs, temperature=self.temperature,
@@ -91,7 +103,7 @@ class Sampler:
             prompt_ids=cpu(prompt_ids), prompt_mask=cpu(prompt_mask), completion_ids=cpu(completion_ids),
             mask=cpu(mask), truncated=cpu(truncated),
             completions=self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True),
-            old_logp=cpu(old.logp), ref_logp=None if ref is None else cpu(ref.logp), old_values=cpu(old.values),
+            old_logp=cpu(old.logp), rollout_logp=cpu(rollout), ref_logp=None if ref is None else cpu(ref.logp), old_values=cpu(old.values),
             extras=extras,
         )
 

@@ -40,6 +40,7 @@ class UpdateStats:
     token_entropy: torch.Tensor | None = None # (B, T)
     token_kl: torch.Tensor | None = None      # (B, T), None when beta = 0
     weight: torch.Tensor | None = None        # (B, T) per-token weight on grad logp
+    old_logp: torch.Tensor | None = None      # (B, T) pi_old taken from the update's own forward (on-policy)
     extra: dict = field(default_factory=dict)
 
     def metrics(self) -> dict[str, float]:
@@ -134,7 +135,9 @@ class Updater:
         return [r.flatten() for r in torch.tensor_split(rows, self.num_mini_batches)]
 
     def step(self, batch: Batch) -> UpdateStats:
-        require(batch, ["adv", "old_logp", "mask", "prompt_ids", "completion_ids"] + (["old_values", "returns"]
+        own_old = batch.old_logp is None and self.on_policy  # pi_old from this update's forward, detached
+        require(batch, ["adv", "mask", "prompt_ids", "completion_ids"] + ([] if own_old else ["old_logp"])
+                + (["old_values", "returns"]
                 if self.value_head is not None else []), "Updater",
                 extras=[POLICY_INPUTS.get(n, n) for n in self.loss_inputs])  # top-K log-probs come from topk_ids
         empty = ~batch.mask.bool().any(-1)                                  # (B,)
@@ -154,7 +157,17 @@ class Updater:
                 n += 1
                 last[rows] = out["tokens"]
         self.optimizer.zero_grad(set_to_none=True)  # gradients are not state: free them between steps
-        return self._stats(batch, {k: v / n for k, v in sums.items()}, n, last)
+        means = {k: v / n for k, v in sums.items()}
+        extra = {name: means.pop(key) for key, name in MISMATCH.items() if key in means}
+        stats = self._stats(batch, means, n, last)
+        stats.extra.update(extra)
+        return stats
+
+    @property
+    def on_policy(self) -> bool:
+        """One optimizer step per batch: the policy differentiated is the one that sampled, so pi_old can
+        come from the update's own forward (``logp.detach()``) and the ratio is exactly 1."""
+        return self.num_iterations == 1 and self.num_mini_batches == 1
 
     def _loss(self, mb: Batch, rows: torch.Tensor | None = None):
         """The loss of one mini-batch as named zoo terms:
@@ -164,7 +177,8 @@ class Updater:
         _finite("logits", fw.logp, rows, "the current policy's log-probs")
         m = loss_mask(mb)                                                 # (b, T) tokens in the loss
         agg = partial(self.agg_fn, group_size=mb.group_size)              # (b, T), (b, T) -> scalar
-        out = self.loss_fn(fw.logp, mb.old_logp, mb.adv, m, **self._inputs(fw, mb))  # per-token LossOut
+        old = mb.old_logp if mb.old_logp is not None else fw.logp.detach()  # (b, T) see on_policy
+        out = self.loss_fn(fw.logp, old, mb.adv, m, **self._inputs(fw, mb))  # per-token LossOut
         pushed = self.token_mask(fw.entropy, m).to(m.dtype)              # (b, T) tokens the gradient reaches
         measured = mb.ref_logp is not None and self.kl_fn is not None     # KL is logged whenever it can be
         kl_t = self.kl_fn(fw.logp, mb.ref_logp) * m if measured else None  # (b, T)
@@ -175,7 +189,7 @@ class Updater:
         }
         if self.value_head is not None:  # PPO's critic, trained on the same hidden states
             terms["value"] = self.vf_coef * agg(self.value_loss_fn(fw.values, mb.old_values, mb.returns, m).loss, m)
-        return sum(terms.values()), terms, out, fw.entropy.detach(), kl_t, m
+        return sum(terms.values()), terms, out, fw.entropy.detach(), kl_t, m, old
 
     def policy(self, mb: Batch):
         """The current policy's per-token log-probs and entropy (and values, and the log-probs of the
@@ -190,7 +204,7 @@ class Updater:
         return {n: getattr(fw, n) if getattr(fw, n, None) is not None else mb.extras[n] for n in self.loss_inputs}
 
     def _one_step(self, mb: Batch, rows: torch.Tensor) -> dict:
-        total, terms, out, ent, kl_t, m = self._loss(mb, rows)
+        total, terms, out, ent, kl_t, m, old = self._loss(mb, rows)
         tokens = m.sum().clamp(min=1)
         grad_norm = 0.0
         if m.sum() > 0:  # a mini-batch whose rows were all filtered out contributes no step
@@ -214,7 +228,10 @@ class Updater:
             "clip_high": mean(out.clipped_high), "clip_region": mean(out.clipped_low | out.clipped_high),
             "grad_norm": grad_norm,
         }
-        per_token = {"ratio": out.ratio, "clipped_low": out.clipped_low, "clipped_high": out.clipped_high,
+        if mb.rollout_logp is not None:  # train/rollout mismatch: |trainer's pi_old - sampler's| per token
+            diff = ((old - mb.rollout_logp).abs() * m)
+            scalars.update(logp_diff_mean=mean(diff), logp_diff_max=float(diff.max()) if m.sum() > 0 else 0.0)
+        per_token = {"old_logp": old if mb.old_logp is None else None, "ratio": out.ratio, "clipped_low": out.clipped_low, "clipped_high": out.clipped_high,
                      "token_entropy": ent, "token_kl": None if kl_t is None else kl_t.detach(), "weight": out.weight}
         return {"scalars": scalars, "tokens": per_token}
 
@@ -229,6 +246,11 @@ class Updater:
                 full[k][rows] = v.detach().cpu()
         lr = self.optimizer.param_groups[0]["lr"]
         return UpdateStats(**means, lr=lr, num_updates=n, **full)
+
+
+# the train/rollout mismatch under TRL's names (TRL logs them when it corrects for vLLM's sampling)
+MISMATCH = {"logp_diff_mean": "sampling/sampling_logp_difference/mean",
+            "logp_diff_max": "sampling/sampling_logp_difference/max"}
 
 
 def loss_mask(batch: Batch) -> torch.Tensor:
