@@ -230,7 +230,7 @@ EXPECT: dict[str, Expect] = {
     "03_advantages.ipynb": Expect(main="Advantage explorer", min_sliders=5, min_plots=3, drive=ADVANTAGES_NOISE),
     "05_ratio_and_clipping.ipynb": Expect(main="Clip explorer", min_sliders=5, min_plots=3, drive=CLIP_REAL_EPS_HIGH),
     "06_kl_and_entropy.ipynb": Expect(main="KL explorer", min_sliders=7, min_plots=4, drive=KL_PI_MEAN),
-    "07_reward_hacking_and_kl.ipynb": Expect(main="KL explorer", min_sliders=7, min_plots=3, drive=KL_PI_MEAN),
+    "07_reward_hacking_and_kl.ipynb": Expect(main="KL explorer", min_sliders=6, min_plots=3, drive=KL_PI_MEAN),
     "08_aggregation_and_length_bias.ipynb": Expect(main="Aggregation explorer (length bias)", min_sliders=4,
                                                    min_plots=2, drive=AGG_LEN_WRONG),
     "10_dapo.ipynb": Expect(main="Clip explorer", min_sliders=4, min_plots=2, drive=CLIP_EPS_HIGH),
