@@ -178,3 +178,65 @@ def scalerl_curve(fn, *, strict: bool = True) -> bool:
     cases = [(C, 0.8, 1.0, 100.0, 0.2), (C, 0.5, 2.0, 300.0, 0.05), (C, 0.3, 0.5, 50.0, 0.25)]
     return _compare("scalerl_curve", fn, lambda C, A, B, C_mid, R0: _sigmoid_curve(C, A=A, B=B, C_mid=C_mid, R0=R0),
                     cases, strict=strict)
+
+
+# --- checkers with hints: a wrong answer that matches a known mistake gets told which one -----------------
+
+def _with_hints(name: str, fn, ref, cases: list[tuple], hints: list[tuple], strict: bool) -> bool:
+    """``_compare``, and on a mismatch: for each ``(mistake_fn, hint)`` that ``fn`` agrees with on every
+    case, print the hint (the common mistakes of the exercise)."""
+    try:
+        _run_cases(name, fn, ref, cases, 1e-6)
+    except AssertionError as e:
+        for mistake, hint in hints:
+            try:
+                _run_cases(name, fn, mistake, cases, 1e-6)
+            except AssertionError:
+                continue
+            print(f"Hint: {hint}")
+        if strict:
+            raise
+        print(f"Not yet. {e}")
+        return False
+    print(f"{name}: all {len(cases)} cases match. Well done!")
+    return True
+
+
+def _hack_share(rewards, correct):
+    return float(((rewards > 0) & ~correct).float().mean())
+
+
+def hack_share(fn, *, strict: bool = True) -> bool:
+    """``fn(rewards, correct) -> float``: the share of *all* completions that are paid (reward > 0) but
+    not correct, from (B,) rewards and (B,) bool ``correct`` (notebook 07)."""
+    cases = [(torch.tensor([1.0, 1.0, 0.0, 1.0]), torch.tensor([True, False, False, False])),
+             (torch.tensor([0.0, 0.0, 1.0, 1.0, 1.0, 0.0]), torch.tensor([False, False, True, True, True, False])),
+             (torch.tensor([0.0, 0.0]), torch.tensor([False, False]))]
+    hints = [(lambda r, c: float(((r > 0) & ~c).float().sum() / (r > 0).float().sum().clamp(min=1)),
+              "you divided by the paid completions; the share is over all completions (a mean over B)"),
+             (lambda r, c: float((~c).float().mean()),
+              "that is the share of wrong completions; a hack is wrong *and* paid (reward > 0)")]
+    return _with_hints("hack_share", fn, _hack_share, cases, hints, strict)
+
+
+def _crash_step(rewards, drop):
+    best = float("-inf")
+    for i, r in enumerate(rewards):
+        best = max(best, r)
+        if r < best - drop:
+            return i
+    return None
+
+
+def crash_step(fn, *, strict: bool = True) -> bool:
+    """``fn(rewards, drop) -> int | None``: the first step index whose reward is more than ``drop`` below
+    the best reward so far (the running maximum), None if there is none (notebook 11)."""
+    cases = [([0.2, 0.5, 0.6, 0.1, 0.0], 0.3), ([0.5, 0.4, 0.45, 0.1], 0.3), ([0.1, 0.2, 0.3], 0.1),
+             ([0.9, 0.95, 0.7, 0.2], 0.5), ([0.6, 0.2, 0.9, 0.3], 0.5)]
+    hints = [(lambda r, d: next((i for i, x in enumerate(r) if x < r[0] - d), None),
+              "compare with the best reward so far (a running max), not with the first step's"),
+             (lambda r, d: next((i - 1 for i, x in enumerate(r) if x < max(r[: i + 1]) - d), None),
+              "return the step that crashed, not the one before it"),
+             (lambda r, d: next((i for i, x in enumerate(r) if x < max(r) - d), None),
+              "the maximum must be over the steps so far, not over the whole run (a later peak is not known yet)")]
+    return _with_hints("crash_step", fn, _crash_step, cases, hints, strict)

@@ -119,3 +119,23 @@ def test_adaptive_kl_controller_moves_toward_target_and_is_bounded():
 def test_adaptive_kl_controller_rejects_bad_settings():
     with pytest.raises(ValueError, match="target"):
         AdaptiveKLController(target=0.0, horizon=10)
+
+
+def test_kl_regularised_optimum_is_the_tilted_reference_and_maximises_the_objective():
+    import math
+
+    import torch as _t
+
+    from rlnb.algos import kl_regularised_optimum
+
+    ref, r = _t.tensor([0.02, 0.03, 0.95], dtype=_t.float64), _t.tensor([1.0, 1.0, 0.0], dtype=_t.float64)
+    pi = kl_regularised_optimum(ref, r, beta=0.5)
+    z = 0.05 * math.e ** 2 + 0.95                                   # by hand: Z = sum ref e^{r / beta}
+    assert abs(float(pi[0]) - 0.02 * math.e ** 2 / z) < 1e-12
+    assert float((pi / ref).max()) <= math.e ** 2 + 1e-12            # the tilt bound e^{(r_max - r_min)/beta}
+    obj = lambda p: float((p * r).sum() - 0.5 * (p * (p / ref).log()).sum())  # noqa: E731
+    for q in (_t.tensor([0.1, 0.1, 0.8]), _t.tensor([0.05, 0.2, 0.75]), ref):  # any other policy scores lower
+        assert obj(pi) > obj(q.double())
+    assert _t.allclose(kl_regularised_optimum(ref, r, beta=0.0), _t.tensor([0.4, 0.6, 0.0], dtype=_t.float64))
+    with pytest.raises(ValueError, match="beta"):
+        kl_regularised_optimum(ref, r, beta=-1.0)

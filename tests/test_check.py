@@ -127,3 +127,18 @@ def test_checker_accepts_right_and_rejects_wrong(checker, right, wrong, capsys):
 def test_non_strict_mode_reports_instead_of_raising(capsys):
     assert check.grpo_advantage(lambda r, G: r * 0, strict=False) is False
     assert "Not yet" in capsys.readouterr().out
+
+
+def test_hack_share_and_crash_step_accept_the_right_answer_and_name_the_mistake(capsys):
+    import torch as _t
+
+    import rlnb.check as ck
+
+    assert ck.hack_share(lambda r, c: float(((r > 0) & ~c).float().mean())) is True
+    assert ck.hack_share(lambda r, c: float((~c).float().mean()), strict=False) is False
+    assert "wrong *and* paid" in capsys.readouterr().out
+    assert ck.crash_step(lambda r, d: next((i for i, x in enumerate(r) if x < max(r[: i + 1]) - d), None)) is True
+    assert ck.crash_step(lambda r, d: next((i for i, x in enumerate(r) if x < r[0] - d), None), strict=False) is False
+    out = capsys.readouterr().out
+    assert "running max" in out and "Not yet" in out
+    assert ck._hack_share(_t.tensor([1.0, 0.0]), _t.tensor([False, False])) == 0.5  # by hand: 1 of 2 paid, 0 right

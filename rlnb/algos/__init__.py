@@ -21,7 +21,7 @@ from rlnb.algos.advantages import ADVANTAGES, gae
 from rlnb.algos.aggregation import AGGREGATIONS
 from rlnb.algos.entropy import EntropyThermostat, entropy_bonus, top_entropy_mask
 from rlnb.algos.filters import FILTERS, PassRateHistory
-from rlnb.algos.kl import KL_ESTIMATORS, AdaptiveKLController, kl_penalized_rewards
+from rlnb.algos.kl import KL_ESTIMATORS, AdaptiveKLController, kl_penalized_rewards, kl_regularised_optimum
 from rlnb.algos.losses import POLICY_LOSSES, LossOut
 from rlnb.algos.losses_dppo import bernoulli_kl, topk_divergence
 from rlnb.algos.registry import Registry, bind, extra_inputs, hyper_names, knob_names
@@ -32,6 +32,6 @@ __all__ = [
     "ADVANTAGES", "AGGREGATIONS", "FILTERS", "KL_ESTIMATORS", "POLICY_LOSSES",
     "AdaptiveKLController", "EntropyThermostat", "LossOut", "PassRateHistory", "Registry",
     "ValueHead", "ValueLossOut",
-    "bernoulli_kl", "bind", "entropy_bonus", "extra_inputs", "gae", "hyper_names", "kl_penalized_rewards", "knob_names",
+    "bernoulli_kl", "bind", "entropy_bonus", "extra_inputs", "gae", "hyper_names", "kl_penalized_rewards", "kl_regularised_optimum", "knob_names",
     "overlong_penalty", "top_entropy_mask", "topk_divergence", "value_loss",
 ]

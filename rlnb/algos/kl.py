@@ -140,3 +140,30 @@ class AdaptiveKLController:
         error = min(max(float(observed_kl) / self.target - 1, -self.max_error), self.max_error)
         self.beta *= 1 + error * n_steps / self.horizon
         return self.beta
+
+
+def kl_regularised_optimum(ref_probs: torch.Tensor, rewards: torch.Tensor, *, beta: float) -> torch.Tensor:
+    """The policy that maximises E_pi[r] - beta KL(pi || pi_ref) over a fixed set of outcomes:
+    pi*(y) = pi_ref(y) exp(r(y) / beta) / Z (Ziegler et al. 2019; the closed form DPO starts from).
+
+    ``ref_probs`` (N,) sums to 1, ``rewards`` (N,). So pi*(y) / pi_ref(y) <= exp((r_max - r_min) / beta):
+    beta bounds how far any outcome's probability can be tilted, however it is paid. beta = 0 is the
+    limit: all mass on the highest reward, shared in proportion to pi_ref.
+
+    >>> kl_regularised_optimum(torch.tensor([0.5, 0.5]), torch.tensor([1.0, 0.0]), beta=1.0).tolist()[0] == \
+        torch.e / (torch.e + 1)
+    True
+    >>> [round(p, 6) for p in kl_regularised_optimum(torch.tensor([0.2, 0.3, 0.5]), torch.tensor([1.0, 1.0, 0.0]), beta=0.0).tolist()]
+    [0.4, 0.6, 0.0]
+    """
+    check_number("beta", beta, low=0.0)
+    ref_probs, rewards = torch.as_tensor(ref_probs, dtype=torch.float64), torch.as_tensor(rewards, dtype=torch.float64)
+    if ref_probs.shape != rewards.shape or ref_probs.dim() != 1:
+        raise ValueError(f"ref_probs, rewards: expected two (N,) tensors, got {tuple(ref_probs.shape)} and "
+                         f"{tuple(rewards.shape)}")
+    if (ref_probs < 0).any() or abs(float(ref_probs.sum()) - 1) > 1e-6:
+        raise ValueError("ref_probs: expected probabilities >= 0 that sum to 1")
+    if beta == 0:
+        top = (rewards == rewards.max()).double() * ref_probs                     # (N,)
+        return top / top.sum()
+    return torch.softmax(ref_probs.log() + rewards / beta, dim=0)                  # (N,)

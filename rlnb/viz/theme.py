@@ -48,7 +48,8 @@ METRIC_LABELS = {
     "clip_ratio/region_mean": "clipped (share of tokens)",
     "completions/mean_length": "mean length (tokens)", "completions/mean_length_correct": "length, right answers",
     "completions/mean_length_wrong": "length, wrong answers", "frac_reward_zero_std": "groups with no signal (share)",
-    "grad_norm": "gradient norm", "loss": "loss", "pg_loss": "policy loss", "learning_rate": "learning rate",
+    "grad_norm": "gradient norm", "rewards/loophole/mean": "paid through the loophole (share)",
+    "rewards/correct/mean": "truly correct (share)", "loss": "loss", "pg_loss": "policy loss", "learning_rate": "learning rate",
 }
 
 

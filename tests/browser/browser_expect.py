@@ -206,6 +206,13 @@ MAXRL_P = readout_probe(
     "p={value}, sigma_shared=0.0, sigma_sample=0.0); print(float(_a[_r].mean()))",
     "MaxRL's mean advantage of a right completion over the simulated groups, from the library")
 
+# 16: the capstone's own recipe (RLOO's advantage), same probe as MAXRL_P
+CAPSTONE_P = readout_probe(
+    "Advantage explorer", "p", "mean A right",
+    "from rlnb.viz import compute as _c; _a, _r = _c.advantage_samples(rlnb.algos.ADVANTAGES[mine.advantage], {{}}, G=8, "
+    "p={value}, sigma_shared=0.0, sigma_sample=0.0); print(float(_a[_r].mean()))",
+    "the capstone recipe's mean advantage of a right completion over the simulated groups, from the library")
+
 START_HERE_TRAINING = Training(code="dash.run(trainer, 400)",
                                after='print("after the interrupt:", trainer.step_count)',
                                after_expect="after the interrupt: {step}")
@@ -224,9 +231,11 @@ EXPECT: dict[str, Expect] = {
     "03_advantages.ipynb": Expect(main="Advantage explorer", min_sliders=5, min_plots=3, drive=ADVANTAGES_NOISE),
     "05_ratio_and_clipping.ipynb": Expect(main="Clip explorer", min_sliders=5, min_plots=3, drive=CLIP_REAL_EPS_HIGH),
     "06_kl_and_entropy.ipynb": Expect(main="KL explorer", min_sliders=7, min_plots=4, drive=KL_PI_MEAN),
+    "07_reward_hacking_and_kl.ipynb": Expect(main="KL explorer", min_sliders=6, min_plots=3, drive=KL_PI_MEAN),
     "08_aggregation_and_length_bias.ipynb": Expect(main="Aggregation explorer (length bias)", min_sliders=4,
                                                    min_plots=2, drive=AGG_LEN_WRONG),
     "10_dapo.ipynb": Expect(main="Clip explorer", min_sliders=4, min_plots=2, drive=CLIP_EPS_HIGH),
+    "11_instability.ipynb": Expect(main="Clip explorer", min_sliders=4, min_plots=2, drive=CLIP_REAL_EPS_HIGH),
     "12_zoo_race.ipynb": Expect(main="Advantage explorer", min_sliders=4, min_plots=3, drive=MAXRL_P),
     "13_the_lab.ipynb": Expect(main="The lab", min_sliders=7, min_plots=2, lab=True,
                                no_drive="the lab's check drives it instead: Play, beta moved while it trains, "
@@ -234,4 +243,5 @@ EXPECT: dict[str, Expect] = {
     "14_kernels.ipynb": Expect(main=None, min_plots=1, no_drive="no widget: the kernel lesson's numbers are code "
                                "cells (parity, memory); its one figure is static"),
     "15_your_own_model.ipynb": Expect(main="Token X-ray", min_sliders=2, min_plots=2, drive=QWEN_XRAY_GROUP),
+    "16_capstone.ipynb": Expect(main="Advantage explorer", min_sliders=4, min_plots=2, drive=CAPSTONE_P),
 }
