@@ -9,7 +9,6 @@ nothing changed: the inputs, torch's global random state and, for rows that invo
 weights, optimizer, scheduler, random streams, history and prompt cursor."""
 
 import copy
-import math
 import re
 from types import SimpleNamespace
 
@@ -18,8 +17,20 @@ import torch
 
 import rlnb
 from rlnb import Batch, tasks
-from rlnb.algos import (ADVANTAGES, AGGREGATIONS, FILTERS, KL_ESTIMATORS, POLICY_LOSSES, AdaptiveKLController,
-                        EntropyThermostat, extra_inputs, gae, kl_penalized_rewards, overlong_penalty, value_loss)
+from rlnb.algos import (
+    ADVANTAGES,
+    AGGREGATIONS,
+    FILTERS,
+    KL_ESTIMATORS,
+    POLICY_LOSSES,
+    AdaptiveKLController,
+    EntropyThermostat,
+    extra_inputs,
+    gae,
+    kl_penalized_rewards,
+    overlong_penalty,
+    value_loss,
+)
 from rlnb.algos.losses_dppo import topk_divergence
 from rlnb.generate import sample
 from rlnb.logprobs import chunked_token_logprobs, token_logprobs
@@ -158,12 +169,12 @@ def _filter_row(name, fn, what, make, err, msg):
 
 GENERATED = (
     [_loss_row(n, f, *bad) for n, f in sorted(POLICY_LOSSES.items()) for bad in LOSS_BAD]
-    + [(f"advantage {n}: {what}", (lambda f, m: lambda c: f(*m()))(f, make), err, msg)
+    + [(f"advantage {n}: {what}", (lambda entry, mk: lambda c: entry(*mk()))(f, make), err, msg)
        for n, f in sorted(ADVANTAGES.items()) for what, make, err, msg in ADV_BAD]
     + [_adv_extra_row(n, f, x, *bad) for n, f in sorted(ADVANTAGES.items()) for x in extra_inputs(f)
        for bad in ADV_EXTRA_BAD]
     + [_agg_row(n, f, *bad) for n, f in sorted(AGGREGATIONS.items()) for bad in AGG_BAD]
-    + [(f"KL {n}: {what}", (lambda f, m: lambda c: f(*m()))(f, make), err, msg)
+    + [(f"KL {n}: {what}", (lambda entry, mk: lambda c: entry(*mk()))(f, make), err, msg)
        for n, f in sorted(KL_ESTIMATORS.items()) for what, make, err, msg in KL_BAD]
     + [_filter_row(n, f, *bad) for n, f in sorted(FILTERS.items()) for bad in FILTER_BAD]
 )
@@ -509,7 +520,7 @@ def test_registry_entries_leave_their_inputs_alone():
     kw = loss_inputs()
     kw["adv"] = R(NAN, 1.0)
     snap = digest(kw)
-    for name, fn in POLICY_LOSSES.items():
+    for fn in POLICY_LOSSES.values():
         with pytest.raises(ValueError):
             fn(**with_topk(fn, kw))
     assert digest(kw) == snap

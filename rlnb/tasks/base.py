@@ -66,7 +66,7 @@ class Task:
         check_seed(seed)
         rng = random.Random(f"{self.name}:{seed}")
         rows = [self.make_example(rng) for _ in range(n)]
-        for i, row in enumerate(rows[:1]):  # a custom task's rows: the loop needs string prompts and answers
+        for row in rows[:1]:  # a custom task's rows: the loop needs string prompts and answers
             if not isinstance(row, dict) or not all(isinstance(row.get(k), str) for k in ("prompt", "answer")):
                 raise ValueError(f"make_example: expected a dict with 'prompt' and 'answer' strings, got {short(row)}")
         return datasets.Dataset.from_list(rows)
