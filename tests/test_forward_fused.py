@@ -35,7 +35,7 @@ def sampled(loss: str):
 def loss_and_grads(t, batch, path: str):
     with F.lm_head_path(path):
         t.model.zero_grad(set_to_none=True)
-        total, terms, out, ent, _, _ = t.updater._loss(batch)
+        total, terms, out, ent, *_ = t.updater._loss(batch)
         total.backward()
     grads = [p.grad.clone() for p in t.model.parameters() if p.grad is not None]
     return total.detach(), ent, out, grads

@@ -60,15 +60,21 @@ def patched(obj, name, value):
 
 @contextlib.contextmanager
 def nan_logits(model, row: int, only_training: bool = False):
-    """Poison one row of the LM head's output (a forward hook; the weights are untouched)."""
+    """Poison one row of the LM head's output (a forward hook; the weights are untouched). In training the
+    update takes the fused LM head (no logits module call), so there the decoder's hidden states are poisoned."""
     def hook(module, inputs, out):
         if only_training and not module.training:
             return out
-        out = out.clone()
-        out[row] = float("nan")
+        hidden = out if torch.is_tensor(out) else out.last_hidden_state
+        hidden = hidden.clone()
+        hidden[row] = float("nan")
+        if torch.is_tensor(out):
+            return hidden
+        out.last_hidden_state = hidden
         return out
 
-    handle = model.get_output_embeddings().register_forward_hook(hook)
+    target = model.get_decoder() if only_training else model.get_output_embeddings()
+    handle = target.register_forward_hook(hook)
     try:
         yield
     finally:
