@@ -22,19 +22,13 @@ import time
 
 import torch
 
+from rlnb.bench.loss import _rss_mb  # one reader of /proc/self/status for both benchmarks
+
 PRESETS = {  # name -> Qwen2 shape and step (cpu: the shape; 0.5b: Qwen2.5-0.5B's shape, bf16, GPU)
     "cpu": dict(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, max_new_tokens=32, dtype="fp32"),
     "0.5b": dict(hidden=896, layers=24, heads=14, kv_heads=2, intermediate=4864, max_new_tokens=512, dtype="bf16"),
 }
 PATHS = ("reference", "fused")
-
-
-def _rss_mb(key: str) -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError(f"{key} not in /proc/self/status")
 
 
 def build_trainer(args):
