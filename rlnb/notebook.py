@@ -43,3 +43,30 @@ class Stopwatch:
         s = time.perf_counter() - self.t0
         print(f"This notebook ran in {s:.0f} s ({'smoke' if smoke() else 'full'} mode).")
         return s
+
+
+RUNTIMES = "docs/results/runtimes.json"  # written by scripts/measure_runtimes.py (full mode, one machine)
+
+
+def _repo_file(rel: str):
+    from pathlib import Path
+
+    return Path(__file__).resolve().parents[1] / rel
+
+
+def runtime_line(name: str, *, path=None) -> str:
+    """The "Runtime / result to expect" line of notebook ``name`` (e.g. ``"00_start_here"``), formatted from the
+    runtime results file so no notebook types a runtime by hand.
+
+    >>> runtime_line("nope", path="/nonexistent.json")
+    'Runtime: not measured yet in full mode (run `python scripts/measure_runtimes.py nope`).'
+    """
+    import json
+    from pathlib import Path
+
+    p = Path(path) if path is not None else _repo_file(RUNTIMES)
+    entry = json.loads(p.read_text()).get(name) if p.is_file() else None
+    if not entry:
+        return f"Runtime: not measured yet in full mode (run `python scripts/measure_runtimes.py {name}`)."
+    return (f"Runtime: {entry['seconds']:.0f} s in full mode, measured {entry['date']} on {entry['machine']} "
+            f"(load {entry['load']:.1f}); a few seconds with `RLNB_SMOKE=1`.")
