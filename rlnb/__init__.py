@@ -5,10 +5,9 @@
 1.0
 """
 
-__version__ = "0.1.0"
-
 from rlnb import algos, recipes, tasks
 from rlnb.batch import Batch
+from rlnb.core import __version__
 from rlnb.loop import StepRecord, Trainer
 from rlnb.models import load, load_default
 from rlnb.recipe import Recipe

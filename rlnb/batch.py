@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from rlnb.batch_checks import check_batch
+from rlnb.core.batch_checks import MADE_BY, check_batch
 
 
 @dataclass(frozen=True, eq=False)
@@ -164,3 +164,18 @@ def _pad_cat(tensors: list[torch.Tensor], name: str) -> torch.Tensor:
         pad = [0, 0] * (t.dim() - 2) + ([width - t.shape[1], 0] if left else [0, width - t.shape[1]])
         padded.append(torch.nn.functional.pad(t, pad))
     return torch.cat(padded)
+
+
+def require(batch, fields, stage: str, extras=()) -> None:
+    """``stage`` reads ``fields`` (and ``extras`` entries): raise naming the first one missing and the stage
+    that writes it."""
+    if not isinstance(batch, Batch):
+        raise TypeError(f"batch: {stage}.step expected a Batch, got {type(batch).__name__}")
+    for name in fields:
+        if getattr(batch, name, None) is None:
+            raise ValueError(f"batch.{name}: {stage} needs it, got None (it is written by the "
+                             f"{MADE_BY.get(name, 'stage before')}; run that stage first)")
+    for name in extras:
+        if name not in batch.extras:
+            raise ValueError(f"batch.extras[{name!r}]: {stage} needs it for its loss, got none (the Sampler "
+                             "writes the top-K entries when topk_logprobs > 0)")

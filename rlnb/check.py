@@ -12,9 +12,9 @@ from __future__ import annotations
 import torch
 
 from rlnb import algos
-from rlnb.evaluate import pass_at_k as _pass_at_k
-from rlnb.generate import top_p_filter as _top_p_filter
-from rlnb.scaling import sigmoid_curve as _sigmoid_curve
+from rlnb.models.generate import top_p_filter as _top_p_filter
+from rlnb.run.evaluate import pass_at_k as _pass_at_k
+from rlnb.studies.scaling import sigmoid_curve as _sigmoid_curve
 from rlnb.tasks.gsm8k import final_number as _final_number
 
 

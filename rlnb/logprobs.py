@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from rlnb.validate import check_token_ids
+from rlnb.core.checks import check_token_ids
 
 CHUNK_ELEMENTS = 1 << 20  # fp32 elements per temporary (4 MB): several fit in a CPU's last-level cache
 CUDA_CHUNK_ELEMENTS = 1 << 25  # on a GPU, launches cost more than cache misses: 128 MB temporaries

@@ -11,37 +11,21 @@ import torch
 
 from rlnb import recipes as recipes_mod
 from rlnb import tasks as tasks_mod
-from rlnb.algos import (
-    ADVANTAGES,
-    AGGREGATIONS,
-    FILTERS,
-    KL_ESTIMATORS,
-    POLICY_LOSSES,
-    PassRateHistory,
-    ValueHead,
-    bind,
-    extra_inputs,
-    gae,
-    top_entropy_mask,
-    value_loss,
-)
+from rlnb.algos import PassRateHistory, ValueHead
 from rlnb.batch import Batch
-from rlnb.controllers import build_controllers
-from rlnb.evaluate import evaluate
-from rlnb.metrics import step_metrics
+from rlnb.core.checks import check_model, check_trainer_args
+from rlnb.core.runtime import Timer, check_hooks, deferred_interrupt, hash_seed
 from rlnb.recipe import Recipe
-from rlnb.stages import (
-    Advantager,
-    Rewarder,
-    Rollout,
-    Sampler,
-    Updater,
-    UpdateStats,
-    make_optimizer,
-    set_schedule,
-)
-from rlnb.trainer_state import Timer, TrainerStateMixin, check_hooks, deferred_interrupt, hash_seed
-from rlnb.validate import check_model, check_trainer_args
+from rlnb.run import checkpoint
+from rlnb.run.controllers import build_controllers
+from rlnb.run.driver import run_steps
+from rlnb.run.evaluate import evaluate
+from rlnb.run.state import RunState, rollback_on_error
+from rlnb.stages import UpdateStats, make_optimizer, set_schedule
+from rlnb.stages.build import build_stages
+from rlnb.stages.metrics import step_metrics
+from rlnb.stages.prompts import PromptPool
+from rlnb.stages.runner import StageRunner
 
 EVAL_SEED = 10_000  # held-out prompts; training prompts come from a pool seeded "train:<seed>"
 KEEP_START_PARAMS = 50_000_000  # keep a CPU copy of the starting weights (a reference for beta > 0 later) up to this
@@ -56,7 +40,7 @@ class StepRecord:
     metrics: dict
 
 
-class Trainer(TrainerStateMixin):
+class Trainer:
     """Run a recipe on a model and a task, one inspectable step at a time.
 
     ``Trainer(model, tokenizer, task, recipe, seed=0, **recipe_overrides)``; ``Trainer.tiny(...)`` uses
@@ -81,21 +65,23 @@ class Trainer(TrainerStateMixin):
         self.task = tasks_mod.get(task)
         self.model, self.tokenizer, self.seed, self.safe_update = model, tokenizer, int(seed), safe_update
         self.pool = self.task.dataset(pool_size, seed=f"train:{seed}")
-        self.step_count, self.prompts_drawn, self.history = 0, 0, []
+        self.prompts = PromptPool(self.pool, self.seed)
+        self.step_count, self.history = 0, []
+        self.run_target: int | None = None  # the step an interrupted run() finishes at
+        self._in_step = False               # set while a step runs: knobs change only between steps
         self.records: deque[StepRecord] = deque(maxlen=keep_records)
-        if self.recipe.beta > 0 and ref_model is None:
-            ref_model = copy.deepcopy(model).eval().requires_grad_(False)
-        self.ref_model = ref_model
+        self.ref_model = None
+        if ref_model is not None or self.recipe.beta > 0:
+            self.use_reference(ref_model if ref_model is not None else "copy")
         device = next(model.parameters()).device  # sampling draws on the model's device; shuffling on the CPU
         self.generators = {name: torch.Generator(device=device if name != "update" else "cpu").manual_seed(
             hash_seed(seed, name)) for name in ("sample", "update", "dropout")}  # dropout: see trainer_state
         small = sum(p.numel() for p in model.parameters()) <= KEEP_START_PARAMS
         self._start_weights = ({k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-                               if small and ref_model is None else None)  # for reconfigure(beta=...) mid-run
+                               if small and self.ref_model is None else None)  # for reconfigure(beta=...) mid-run
         self.logged_knobs: tuple[str, ...] = ()  # knobs written to every step's metrics as hp/<name>
         self._build_optimizer()
         self._build_stages()
-        self._run_target = None
 
     @classmethod
     def tiny(cls, recipe: str | Recipe = "grpo", task="add", *, seed: int = 0, **overrides) -> Trainer:
@@ -108,8 +94,8 @@ class Trainer(TrainerStateMixin):
     @classmethod
     def from_pretrained(cls, name_or_path, task="add", recipe: str | Recipe = "grpo", **kwargs) -> Trainer:
         """A trainer on any Hugging Face causal LM (a name, or a local folder offline): bf16 on CUDA,
-        gradient checkpointing, LoRA, chat templates. Options: ``rlnb.pretrained.from_pretrained``."""
-        from rlnb.pretrained import from_pretrained
+        gradient checkpointing, LoRA, chat templates. Options: ``rlnb.models.pretrained.from_pretrained``."""
+        from rlnb.models.pretrained import from_pretrained
 
         return from_pretrained(cls, name_or_path, task=task, recipe=recipe, **kwargs)
 
@@ -123,36 +109,19 @@ class Trainer(TrainerStateMixin):
             extra_modules=[self.value_head] if self.value_head is not None else [])
 
     def _build_stages(self) -> None:
-        """The four stages from ``self.recipe``; rebuilt by ``reconfigure`` (the optimizer, weights and
-        random streams are kept)."""
+        """The stages from ``self.recipe`` (``rlnb.stages.build``); rebuilt by ``reconfigure``."""
         r = self.recipe
-        estimator = bind(ADVANTAGES[r.advantage], r)
-        greedy = not r.critic and "greedy_rewards" in extra_inputs(estimator)  # a greedy rollout as baseline
-        self.sampler = Sampler(self.model, self.tokenizer, temperature=r.temperature, top_p=r.top_p,
-                               max_new_tokens=r.max_new_tokens, ref_model=self.ref_model, fp32_lm_head=r.fp32_lm_head,
-                               value_head=self.value_head, topk=r.topk_logprobs, greedy=greedy,
-                               generator=self.generators["sample"])
-        self.rewarder = Rewarder.for_task(self.task, format_weight=r.format_weight, overlong_buffer=r.overlong_buffer,
-                                          max_new_tokens=r.max_new_tokens, kl_coef=r.beta if r.kl_in_reward else 0.0,
-                                          on_error=self.reward_on_error)
-        self.advantager = Advantager(estimator, filters=[bind(FILTERS[f], r) for f in r.filters],
-                                     gae=bind(gae, r) if r.critic else None)
-        self.updater = Updater(
-            self.model, self.optimizer, self.scheduler, loss_fn=bind(POLICY_LOSSES[r.loss], r),
-            agg_fn=bind(AGGREGATIONS[r.aggregation], r), kl_fn=bind(KL_ESTIMATORS[r.kl_estimator], r),
-            beta=0.0 if r.kl_in_reward else r.beta, entropy_coef=r.entropy_coef, temperature=r.temperature,
-            num_iterations=r.num_iterations, num_mini_batches=r.num_mini_batches, max_grad_norm=r.max_grad_norm,
-            fp32_lm_head=r.fp32_lm_head, value_head=self.value_head, value_loss_fn=bind(value_loss, r),
-            vf_coef=r.vf_coef, token_mask=bind(top_entropy_mask, r), generator=self.generators["update"],
-        )
         if r.pass_rate_threshold is None:
             self.pass_rates = None
         elif getattr(self, "pass_rates", None) is None:
             self.pass_rates = PassRateHistory(pass_rate_threshold=r.pass_rate_threshold)
         else:  # reconfigured: the prompts seen so far keep their counts under the new threshold
             self.pass_rates.threshold = r.pass_rate_threshold
-        self.rollout = Rollout(self.sampler, self.rewarder, self.next_prompts, keep_mask=self.advantager.keep_mask,
-                               max_gen_rounds=r.max_gen_rounds, pass_rates=self.pass_rates)
+        st = build_stages(r, model=self.model, tokenizer=self.tokenizer, task=self.task, ref_model=self.ref_model,
+                          value_head=self.value_head, optimizer=self.optimizer, scheduler=self.scheduler,
+                          generators=self.generators, reward_on_error=self.reward_on_error, pass_rates=self.pass_rates)
+        self.sampler, self.rewarder, self.refill, self.advantager, self.updater = (
+            st.sampler, st.rewarder, st.refill, st.advantager, st.updater)
         self.controllers = build_controllers(r, self)
 
     def hyperparameters(self) -> dict[str, dict]:
@@ -181,15 +150,21 @@ class Trainer(TrainerStateMixin):
         the stages are rebuilt, and the optimizer's learning rate, warm-up and weight decay follow.
         Turning beta on mid-run uses the model the run started from as the reference. Returns the new
         recipe. ``critic`` cannot change mid-run (it adds a value head to the optimizer)."""
-        if getattr(self, "_in_step", False):
+        return self.set_recipe(self.recipe.replace(**changes))                # raises before anything changes
+
+    def set_recipe(self, new: Recipe) -> Recipe:
+        """Run with recipe ``new`` from the next step (what ``reconfigure`` does with its changes)."""
+        if self._in_step:
             raise RuntimeError("reconfigure: called during a step; knobs change between steps")
-        new = self.recipe.replace(**changes)                              # raises before anything changes
+        if not isinstance(new, Recipe):
+            raise TypeError(f"recipe: expected a Recipe, got {type(new).__name__}")
         if new.critic != self.recipe.critic:
             raise ValueError(f"critic: cannot switch the value head {'on' if new.critic else 'off'} mid-run; "
                              "build a new Trainer")
-        ref = self.ref_model if new.beta == 0 or self.ref_model is not None else self._start_reference()
+        if new.beta > 0 and self.ref_model is None:
+            self.use_reference("start", rebuild=False)                        # raises before anything changes
         states = {type(c): c.state() for c in self.controllers}
-        self.recipe, self.ref_model = new, ref
+        self.recipe = new
         self._build_stages()
         for c in self.controllers:  # a controller that survives keeps its coefficient
             if type(c) in states:
@@ -198,60 +173,119 @@ class Trainer(TrainerStateMixin):
                      weight_decay=new.weight_decay)
         return new
 
-    def _start_reference(self):
-        """The frozen starting policy, rebuilt from the weights kept at construction."""
-        if self._start_weights is None:
+    def use_reference(self, ref_model="start", *, rebuild: bool = True):
+        """Set the KL reference, the one place a reference model is set: a model, ``"copy"`` (a frozen copy
+        of the policy now), ``"start"`` (the policy as the run started, from the weights kept at
+        construction; models up to ``KEEP_START_PARAMS``), or None (no reference). Returns it."""
+        if isinstance(ref_model, str) and ref_model not in ("copy", "start"):
+            raise ValueError(f"ref_model: expected a model, 'copy', 'start' or None, got {ref_model!r}")
+        if ref_model == "start" and self._start_weights is None:
             raise ValueError("beta: turning the KL on mid-run needs the starting weights, which are kept only for "
                              f"models up to {KEEP_START_PARAMS:,} parameters; build the Trainer with beta > 0 "
                              "or pass ref_model=")
-        ref = copy.deepcopy(self.model).eval().requires_grad_(False)
-        ref.load_state_dict(self._start_weights)
-        return ref
+        if isinstance(ref_model, str):
+            ref = copy.deepcopy(self.model).eval().requires_grad_(False)
+            if ref_model == "start":
+                ref.load_state_dict(self._start_weights)
+            ref_model = ref
+        self.ref_model = ref_model
+        if rebuild and hasattr(self, "sampler"):
+            self._build_stages()
+        return ref_model
+
+    # --- the run's state: the only code that reads or writes it (see rlnb.run.state) ---------------
+    def modules(self) -> list:
+        """The trainable modules: the policy, and the value head when there is a critic."""
+        return [self.model] + ([self.value_head] if self.value_head is not None else [])
+
+    def state(self) -> RunState:
+        """Where the run stands, besides weights, optimizer and scheduler (``RunState``)."""
+        return RunState(
+            step=self.step_count, prompts_drawn=self.prompts_drawn, run_target=self.run_target,
+            rng={k: g.get_state() for k, g in self.generators.items()},
+            pass_rates=None if self.pass_rates is None else copy.deepcopy(self.pass_rates.state_dict()),
+            controllers=[c.state() for c in self.controllers], reward_errors=self.rewarder.errors,
+            task_state=copy.deepcopy(self.task.state()), logged_knobs=tuple(self.logged_knobs),
+            training=self.model.training, history=list(self.history), start_weights=self._start_weights)
+
+    def set_state(self, s: RunState) -> None:
+        """Put the run where ``s`` says (history is replaced in place, so a list a notebook holds follows)."""
+        if not isinstance(s, RunState):
+            raise TypeError(f"state: expected a RunState (from Trainer.state()), got {type(s).__name__}")
+        for k, rng in s.rng.items():
+            self.generators[k].set_state(rng)
+        self.step_count, self.prompts.drawn, self.run_target = s.step, s.prompts_drawn, s.run_target
+        if self.pass_rates is not None and s.pass_rates is not None:
+            self.pass_rates.load_state_dict(copy.deepcopy(s.pass_rates))
+        for ctl, value in zip(self.controllers, s.controllers):
+            ctl.set(value)
+        self.rewarder.errors = s.reward_errors
+        if s.task_state is not None:
+            self.task.set_state(copy.deepcopy(s.task_state))
+        self.logged_knobs = tuple(s.logged_knobs)
+        self.model.train(s.training)
+        self.history[:] = s.history
+        self._start_weights = s.start_weights
+
+    # --- run, save, load --------------------------------------------------------------------------
+    def run(self, steps: int | None = None, *, callbacks=(), progress: bool = True) -> list[dict]:
+        """Train ``steps`` more steps. After a KeyboardInterrupt, ``run()`` with no argument finishes the
+        interrupted run. Each callback is called as ``cb(trainer, record)`` after every step; a callback
+        with a method ``on_stage(trainer, stage, batch)`` is also called inside the step, after each stage
+        ("sample", "reward", "advantage", "update"; the step commits after "update"). An error or
+        KeyboardInterrupt inside a step leaves the trainer as it was before that step.
+        Returns ``self.history``."""
+        return run_steps(self, steps, callbacks=callbacks, progress=progress)
+
+    def save(self, directory):
+        """Everything that defines the run and where it stands, written atomically: model, reference,
+        optimizer, scheduler, recipe, task and the ``RunState`` (``rlnb.run.checkpoint`` lists the files).
+        Refuses a ``directory`` that is a file or a folder holding anything but an rlnb checkpoint."""
+        return checkpoint.save(self, directory)
+
+    @classmethod
+    def load(cls, directory, *, task=None, device=None, **options):
+        """A trainer that continues exactly where ``save`` left off: ``run(a)`` + save + load + ``run(b)``
+        gives the history and weights of ``run(a + b)``, bit for bit. ``options``: ``keep_records``,
+        ``safe_update``, ``reward_on_error`` and recipe knobs (``lr=1e-2``, applied with ``reconfigure`` once the
+        run is restored); ``seed``, ``pool_size``, ``recipe`` and ``ref_model`` would make it another run and
+        are refused by name. ``task``: a task the checkpoint cannot rebuild (a custom class); ``device``:
+        default the saved one (another device type continues with fresh sampling streams: not bit-exact)."""
+        return checkpoint.load(cls, directory, task=task, device=device, **options)
 
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
     # --- prompts ------------------------------------------------------------------------------
+    @property
+    def prompts_drawn(self) -> int:
+        """Prompts drawn from the training pool so far (the pool's cursor)."""
+        return self.prompts.drawn
+
     def next_prompts(self) -> Batch:
         """The next P prompts of the training pool (a fresh permutation each pass), G times each.
         Prompts retired by no-positive-resampling are skipped."""
-        P, n = self.recipe.prompts_per_step, len(self.pool)
-        picked = []
-        for _ in range(n * 2 + P):  # two passes are enough to find P live prompts, or there are none
-            epoch, pos = divmod(self.prompts_drawn, n)
-            idx = int(self._perm(epoch)[pos])
-            self.prompts_drawn += 1
-            if self.pass_rates is None or self.pass_rates.keep([idx])[0]:
-                picked.append(idx)
-            if len(picked) == P:
-                return Batch.from_rows(self.pool[picked], self.recipe.num_generations, prompt_index=picked)
-        raise RuntimeError(f"pass_rate_threshold: every prompt of the pool is retired ({self.pass_rates.summary()})")
-
-    def _perm(self, epoch: int) -> torch.Tensor:
-        if getattr(self, "_perm_cache", (None,))[0] != epoch:
-            g = torch.Generator().manual_seed(hash_seed(self.seed, f"epoch{epoch}"))
-            self._perm_cache = (epoch, torch.randperm(len(self.pool), generator=g))
-        return self._perm_cache[1]
+        return self.prompts.next(self.recipe.prompts_per_step, self.recipe.num_generations, self.pass_rates)
 
     # --- the loop -----------------------------------------------------------------------------
     def step(self, *, callbacks=()) -> StepRecord:
-        """One step: sample -> reward -> advantage -> update. On any error or interrupt nothing changes.
-        ``callbacks``: objects with ``on_stage(trainer, stage, batch)``, called after each stage."""
-        timer, callbacks = Timer(), check_hooks(callbacks)
-        emit = lambda stage, b: [cb.on_stage(self, stage, b) for cb in callbacks]  # noqa: E731
-        with self.rollback_on_error(), self._stepping(), self._old_logp_from_update():
-            batch = self.rollout.step(timer, emit)        # Sampler, Rewarder (and DAPO's refills)
-            with timer("advantage"):
-                batch = self.advantager.step(batch)
-            emit("advantage", batch)
+        """One step: sample -> reward (-> refill) -> advantage -> update. On any error or interrupt nothing
+        changes. ``callbacks``: objects with ``on_stage(trainer, stage, batch)``, called after each stage."""
+        stage = StageRunner(self, check_hooks(callbacks))
+        with rollback_on_error(self), self._stepping(), self._old_logp_from_update():
+            batch = stage("sample", self.sampler.step, self.next_prompts())
+            batch = stage("reward", self.rewarder.step, batch)
+            batch = self.refill.step(batch, more=stage.next_round)    # DAPO: refill the groups the filters drop
+            batch = stage("advantage", self.advantager.step, batch)
             with deferred_interrupt():  # Ctrl-C waits until the update is applied and recorded
-                with timer("update"):
-                    stats = self.updater.step(batch)
-                if batch.old_logp is None:  # the update's own pi_old, recorded for the views and history
-                    batch = batch.replace(old_logp=stats.old_logp)
-                emit("update", batch)
-                return self._commit(batch, stats, timer)
+                stats = stage("update", self.updater.step, batch)
+                return self._commit(stage.updated(batch, stats), stats, stage.timer)
+
+    def rollout(self) -> Batch:
+        """The step's first stages on the next prompts, without the update: sample, reward and (DAPO) refill."""
+        stage = StageRunner(self, [])
+        return self.refill.step(stage.next_round(), more=stage.next_round)
 
     @contextlib.contextmanager
     def _old_logp_from_update(self):
@@ -276,7 +310,7 @@ class Trainer(TrainerStateMixin):
     def _commit(self, batch: Batch, stats: UpdateStats, timer: Timer) -> StepRecord:
         """Compute the step's metrics, then record them; the step counts only once it is in ``history``."""
         metrics = {"step": self.step_count + 1, **step_metrics(batch, stats), **timer.metrics()}
-        sampled = self.rollout.zero_std_per_round
+        sampled = self.refill.zero_std_per_round
         if sampled:
             metrics["gen_rounds"] = len(sampled)
             metrics["frac_reward_zero_std_sampled"] = sum(sampled) / len(sampled)
@@ -303,3 +337,4 @@ class Trainer(TrainerStateMixin):
 
 
 check_vocab = check_model  # the old name
+

@@ -1,6 +1,6 @@
 """``Recipe``: which registry entries a run uses, and every hyperparameter, each declared once.
 
-Each field is a knob (``rlnb.knobs.knob``): its doc, paper symbol, range, slider, TRL name and CLI flag
+Each field is a knob (``rlnb.core.knobs.knob``): its doc, paper symbol, range, slider, TRL name and CLI flag
 sit in the declaration, and validation, sliders, ``rlnb train`` flags, ``to_trl`` and ``docs/knobs.md``
 are derived from it. Registry functions take their hyperparameters as keyword-only arguments named
 exactly like these fields; ``rlnb.algos.bind(fn, recipe)`` fills them. A field declared with the
@@ -13,7 +13,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from rlnb.knobs import UNSET, Knob, declared, knob
+from rlnb.algos.resolve import check_recipe, hyperparameters, released_knobs
+from rlnb.core.checks import closest
+from rlnb.core.knobs import UNSET, Knob, check_value, declared, knob
 
 NO_CRITIC = "PPO with a value head is TRL's PPOTrainer, not GRPOTrainer"
 
@@ -192,8 +194,6 @@ class Recipe:
     def __post_init__(self):
         if isinstance(self.filters, (list, str)):  # accept a list or one name; store a hashable tuple
             object.__setattr__(self, "filters", (self.filters,) if isinstance(self.filters, str) else tuple(self.filters))
-        from rlnb.validate import check_recipe
-
         check_recipe(self)  # types, ranges, registry names: a bad recipe never exists
 
     @staticmethod
@@ -212,12 +212,8 @@ class Recipe:
         known = set(_KNOBS)
         bad = sorted(set(changes) - known)
         if bad:
-            from rlnb.validate import closest
-
             raise TypeError(f"{bad[0]}: Recipe has no field(s) {bad}; known fields: {sorted(known)}"
                             f"{closest(bad[0], known)}")
-        from rlnb.hyper import released_knobs
-
         return dataclasses.replace(self, **{**released_knobs(self, changes), **changes})
 
     def to_dict(self) -> dict:
@@ -226,10 +222,16 @@ class Recipe:
 
     def hyperparameters(self) -> dict[str, dict]:
         """What runs, per stage: ``{"loss": {"loss": "cispo", "eps_low": 1.0, ...}, ...}`` with every UNSET
-        knob resolved to the chosen entry's own default (see ``rlnb.hyper``)."""
-        from rlnb.hyper import hyperparameters
-
+        knob resolved to the chosen entry's own default (see ``rlnb.algos.resolve``)."""
         return hyperparameters(self)
 
 
 _KNOBS = declared(Recipe)
+
+
+def check_fields(aliases: dict | None = None, **values) -> None:
+    """Stage and optimizer arguments that carry a Recipe field, checked against that field's declared kind
+    and range (one declaration for both); ``aliases`` maps an argument to its field (``topk`` ->
+    ``topk_logprobs``). The message names the argument."""
+    for arg, value in values.items():
+        check_value(dataclasses.replace(_KNOBS[(aliases or {}).get(arg, arg)], name=arg), value)

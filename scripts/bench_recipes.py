@@ -7,7 +7,7 @@ Every recipe samples steps * P * G completions (recipes that resample, like DAPO
 Columns: held-out greedy pass@1 and sampled pass@1 / pass@k at the end (mean ± std over seeds, change
 from the start in brackets), final token entropy, training wall time (evaluations excluded; the machine
 may be shared, so wall times are noisy), and ScaleRL's fitted asymptote A and efficiency B of held-out
-sampled pass@1 (the expected reward, what the paper fits) against samples (rlnb.scaling; every seed's
+sampled pass@1 (the expected reward, what the paper fits) against samples (rlnb.studies.scaling; every seed's
 evaluations pooled, R0 fixed by the step-0 value; ``--fit-metric`` picks another).
 """
 
@@ -21,8 +21,8 @@ import time
 import torch
 
 from rlnb import recipes
-from rlnb.scaling import fit_study
 from rlnb.studies import StudyResult, run_study
+from rlnb.studies.scaling import fit_study
 
 
 def parse_args(argv=None):

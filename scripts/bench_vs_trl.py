@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 import torch  # noqa: E402
 
 import rlnb  # noqa: E402
-from rlnb.evaluate import evaluate  # noqa: E402
 from rlnb.export import to_trl  # noqa: E402
+from rlnb.run.evaluate import evaluate  # noqa: E402
 from rlnb.stages import sample as sample_mod  # noqa: E402
 
 
@@ -91,7 +91,7 @@ def build_trl(trainer: rlnb.Trainer, args, on_step):
     from transformers import TrainerCallback
 
     P = trainer.recipe.prompts_per_step
-    order = trainer._perm(0)[: (args.steps + args.warmup) * P].tolist()
+    order = trainer.prompts.perm(0)[: (args.steps + args.warmup) * P].tolist()
     exp = to_trl(trainer.recipe, trl_args=dict(gradient_checkpointing=False, use_cpu=True, shuffle_dataset=False,
                                                max_steps=args.steps + args.warmup, disable_tqdm=True,
                                                logging_steps=10_000, dataloader_num_workers=0),

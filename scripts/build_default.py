@@ -20,8 +20,8 @@ import torch
 from transformers import LlamaForCausalLM
 
 from rlnb import tasks
-from rlnb.evaluate import evaluate
 from rlnb.models import DEFAULT_DIR, build_config, build_tokenizer
+from rlnb.run.evaluate import evaluate
 
 TASKS = ["add", "countdown"]
 

@@ -25,8 +25,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import rlnb  # noqa: E402
-from rlnb.forward import completion_logprobs  # noqa: E402
 from rlnb.models import build_tokenizer  # noqa: E402
+from rlnb.models.forward import completion_logprobs  # noqa: E402
 from rlnb.tasks.base import Task  # noqa: E402
 
 

@@ -15,7 +15,7 @@ import time
 
 from rlnb import Trainer
 from rlnb.models import load_default
-from rlnb.viz.lab_scenarios import RESULTS, SCENARIOS
+from rlnb.viz.live.scenarios import RESULTS, SCENARIOS
 
 
 def run(knobs: dict, steps: int, reference: bool, P: int, G: int) -> dict:

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import rlnb
-from rlnb.knobs import knob_table_markdown
+from rlnb.algos.resolve import knob_table_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 

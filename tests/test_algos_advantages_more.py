@@ -11,8 +11,8 @@ from rlnb.algos import ADVANTAGES, extra_inputs
 from rlnb.algos.advantages_baselines import opo, remax
 from rlnb.algos.advantages_passk import grpo_passk
 from rlnb.algos.advantages_whitened import reinforce_plus_plus, reinforce_plus_plus_baseline
+from rlnb.algos.resolve import needs_groups
 from rlnb.recipe import Recipe
-from rlnb.validate import needs_groups
 
 F64 = torch.float64
 R = torch.tensor([0.3, 1.0, 0.0, 0.7, 0.2, 0.2, 1.0, 0.9], dtype=F64)

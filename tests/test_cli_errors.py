@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import rlnb.train_cli
+import rlnb.cli.train
 from rlnb.cli import main
 
 SMALL = ["--prompts-per-step", "2", "--num-generations", "2", "--max-new-tokens", "8", "--eval-n", "0",
@@ -272,7 +272,7 @@ def test_a_real_bug_keeps_its_traceback(monkeypatch, tmp_path, bug):
     def broken(*args, **kwargs):
         raise bug
 
-    monkeypatch.setattr(rlnb.train_cli, "_new", broken)
+    monkeypatch.setattr(rlnb.cli.train, "_new", broken)
     with pytest.raises(type(bug)):
         main(["train", "--out", str(tmp_path / "run"), *SMALL])
 

@@ -16,7 +16,7 @@ import rlnb  # noqa: E402
 import rlnb.stages.update as update_mod  # noqa: E402
 from rlnb import Batch  # noqa: E402
 from rlnb.export import to_trl, trl_mapping  # noqa: E402
-from rlnb.forward import PolicyOut  # noqa: E402
+from rlnb.models.forward import PolicyOut  # noqa: E402
 
 P, G, T = 2, 3, 5
 LENGTHS = [5, 3, 1, 4, 2, 5]  # valid tokens per row, right-padded
@@ -55,7 +55,7 @@ def rlnb_loss(recipe, t):
     saved = update_mod.completion_logprobs
     update_mod.completion_logprobs = lambda *a, **k: PolicyOut(logp, ent, None, None, None)
     try:
-        total = trainer.updater._loss(batch)[0]
+        total = trainer.updater.loss(batch).total
     finally:
         update_mod.completion_logprobs = saved
     total.backward()
@@ -215,7 +215,7 @@ def test_loss_and_gradient_equal_trl_through_a_real_forward():
               "ref_per_token_logps": batch.ref_logp, "num_items_in_batch": batch.mask.sum()}
     weight = ours.model.get_input_embeddings().weight
     grads = []
-    for loss_of in (lambda: ours.updater._loss(batch)[0], lambda: trainer._compute_loss(trainer.model, inputs)):
+    for loss_of in (lambda: ours.updater.loss(batch).total, lambda: trainer._compute_loss(trainer.model, inputs)):
         ours.model.zero_grad()
         ours.model.train()
         loss = loss_of()

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import rlnb
-from rlnb.forward import completion_logprobs
-from rlnb.generate import sample
+from rlnb.models.forward import completion_logprobs
+from rlnb.models.generate import sample
 from rlnb.stages import sample as sample_mod
 
 SMALL = dict(prompts_per_step=4, num_generations=4, max_new_tokens=16)
@@ -22,7 +22,8 @@ def staged_batch(trainer):
 
 def loss_and_grads(trainer, batch):
     trainer.model.zero_grad(set_to_none=True)
-    total, _, out, _, _, m, old = trainer.updater._loss(batch)
+    res = trainer.updater.loss(batch)
+    total, out, m, old = res.total, res.out, res.mask, res.old_logp
     total.backward()
     grads = {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.grad is not None}
     return total.detach(), grads, out.ratio, m.bool(), old

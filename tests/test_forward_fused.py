@@ -12,9 +12,9 @@ import pytest
 import torch
 
 import rlnb
-from rlnb import forward as F
 from rlnb.algos import AGGREGATIONS, POLICY_LOSSES
 from rlnb.algos.losses import extra_inputs
+from rlnb.models import forward as F
 from rlnb.stages.update import loss_mask
 
 TINY = dict(prompts_per_step=3, num_generations=3, max_new_tokens=7, entropy_coef=0.01)
@@ -26,7 +26,7 @@ def sampled(loss: str):
     topk = {"topk_logprobs": 4} if "topk_logp" in extra_inputs(POLICY_LOSSES[loss]) else {}  # DPPO top-K
     t = rlnb.Trainer.tiny("grpo", task="add", loss=loss, **topk, **TINY)
     t.model.double()
-    batch = t.advantager.step(t.rollout.step(rlnb.loop.Timer(), lambda *a: None))
+    batch = t.advantager.step(t.rollout())
     gen = torch.Generator().manual_seed(3)
     old = batch.old_logp + 0.3 * torch.randn(batch.old_logp.shape, generator=gen, dtype=batch.old_logp.dtype)
     return t, batch.replace(old_logp=old * batch.mask)
@@ -35,7 +35,8 @@ def sampled(loss: str):
 def loss_and_grads(t, batch, path: str):
     with F.lm_head_path(path):
         t.model.zero_grad(set_to_none=True)
-        total, terms, out, ent, *_ = t.updater._loss(batch)
+        res = t.updater.loss(batch)
+        total, out, ent = res.total, res.out, res.entropy
         total.backward()
     grads = [p.grad.clone() for p in t.model.parameters() if p.grad is not None]
     return total.detach(), ent, out, grads

@@ -1,7 +1,7 @@
 """The fused training path through the Triton kernels (``TRITON_INTERPRET=1`` on CPU) equals the reference.
 
 Forward (log-probs, entropy, top-K log-probs) and backward (every parameter's gradient, the entropy bonus
-included) of ``rlnb.forward.completion_logprobs`` on a tiny model with ragged prompts and completions.
+included) of ``rlnb.models.forward.completion_logprobs`` on a tiny model with ragged prompts and completions.
 """
 
 import os
@@ -15,7 +15,7 @@ import pytest  # noqa: E402
 from transformers import LlamaForCausalLM  # noqa: E402
 
 import rlnb.kernels as K  # noqa: E402
-from rlnb import forward as F  # noqa: E402
+from rlnb.models import forward as F  # noqa: E402
 from rlnb.models.tiny import build_config  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"

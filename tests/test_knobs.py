@@ -20,7 +20,8 @@ from rlnb.algos import (
     knob_names,
     value_loss,
 )
-from rlnb.knobs import UNSET, knob_table_markdown
+from rlnb.algos.resolve import knob_table_markdown
+from rlnb.core.knobs import UNSET
 from rlnb.recipe import Recipe
 
 REGISTRIES = {"advantage": ADVANTAGES, "loss": POLICY_LOSSES, "aggregation": AGGREGATIONS,
@@ -61,7 +62,7 @@ def test_every_numeric_knob_is_ranged_and_its_slider_and_on_value_lie_inside():
             a, b = (10 ** k.slider[0], 10 ** k.slider[1]) if k.scale == "log" else k.slider[:2]
             assert lo <= a < b <= hi, (name, k.slider, k.range)
         if k.on is not None:
-            rlnb.knobs.check_value(k, k.on)
+            rlnb.core.knobs.check_value(k, k.on)
 
 
 @pytest.mark.parametrize("field, name", ENTRIES)

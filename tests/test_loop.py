@@ -8,7 +8,7 @@ import torch
 import rlnb
 from rlnb import Batch
 from rlnb.algos import ADVANTAGES, AGGREGATIONS, POLICY_LOSSES, bind
-from rlnb.forward import completion_logprobs
+from rlnb.models.forward import completion_logprobs
 from rlnb.stages import Advantager, Rewarder, Sampler, Updater, make_optimizer
 
 P, G, T_MAX = 3, 4, 24

@@ -120,8 +120,9 @@ def test_top_entropy_quantile_keeps_the_gradient_to_the_high_entropy_tokens():
 
     t = rlnb.Trainer.tiny("dapo", task="countdown", prompts_per_step=4, num_generations=4, max_new_tokens=8,
                           top_entropy_quantile=0.2, filters=(), max_gen_rounds=1)
-    batch = t.advantager.step(t.rollout.step())
-    total, terms, out, ent, kl_t, m, _ = t.updater._loss(batch)
+    batch = t.advantager.step(t.rollout())
+    res = t.updater.loss(batch)
+    terms, out, ent, m = res.terms, res.out, res.entropy, res.mask
     keep = top_entropy_mask(ent, m, top_entropy_quantile=0.2)
     assert 0 < keep.sum() < m.sum()                                     # a minority of the valid tokens
     assert torch.allclose(terms["pg"], (out.loss * keep).sum() / m.sum())   # token-mean over every token

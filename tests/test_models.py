@@ -9,8 +9,8 @@ import torch
 from transformers import AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 import rlnb
-from rlnb.evaluate import evaluate
 from rlnb.models import DEFAULT_DIR, build_tokenizer
+from rlnb.run.evaluate import evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,7 +27,7 @@ def test_default_model_files_and_size(default_model):
 
 def test_default_generates_text_for_a_task_prompt(default_model):
     model, tok = default_model
-    from rlnb.evaluate import completions_for
+    from rlnb.run.evaluate import completions_for
 
     [[text]] = completions_for(model, tok, ["123+456="], max_new_tokens=32)
     assert text and set(text) <= set("0123456789+=;>")                  # it answers in the task's alphabet

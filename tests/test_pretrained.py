@@ -8,9 +8,9 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 import rlnb
-from rlnb.forward import completion_logprobs
 from rlnb.models import DEFAULT_DIR, build_tokenizer
-from rlnb.pretrained import ChatTemplateTask, enable_autocast
+from rlnb.models.forward import completion_logprobs
+from rlnb.models.pretrained import ChatTemplateTask, enable_autocast
 from rlnb.tasks.base import Task
 
 SMALL = dict(prompts_per_step=2, num_generations=4, max_new_tokens=8, warmup_steps=0)

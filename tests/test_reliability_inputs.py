@@ -32,10 +32,10 @@ from rlnb.algos import (
     value_loss,
 )
 from rlnb.algos.losses_dppo import topk_divergence
-from rlnb.generate import sample
+from rlnb.core.checks import check_device
 from rlnb.logprobs import chunked_token_logprobs, token_logprobs
+from rlnb.models.generate import sample
 from rlnb.stages import Advantager, Rewarder, Sampler, Updater, make_optimizer
-from rlnb.validate import check_device
 from tests.test_validation_table import digest, fingerprint
 
 NAN, INF = float("nan"), float("inf")
@@ -361,7 +361,7 @@ WRITTEN = [
     ("float token ids", lambda c: token_logprobs(torch.zeros(2, 5), torch.tensor([1.0, 2.0])), TypeError,
      "targets: expected an integer"),
     ("logits as a list", lambda c: token_logprobs([[0.0] * 5], torch.tensor([1])), TypeError, "logits: expected"),
-    ("completion id past the vocabulary", lambda c: rlnb.forward.completion_logprobs(
+    ("completion id past the vocabulary", lambda c: rlnb.models.forward.completion_logprobs(
         c.model, c.batch.prompt_ids, c.batch.prompt_mask, c.batch.completion_ids + 1000, c.batch.mask), ValueError,
      "completion_ids: expected token ids in [0, 100)"),
     ("prompt id past the vocabulary", lambda c: sample(c.model, c.batch.prompt_ids + 100, c.batch.prompt_mask,

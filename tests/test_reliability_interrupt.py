@@ -119,7 +119,7 @@ def test_an_error_after_some_mini_batches_undoes_the_whole_update(reference):
 def test_without_safe_update_only_the_random_streams_are_restored():
     """The opt-out for models too big to copy: a failed update leaves its mini-batches applied."""
     t = rlnb.Trainer.tiny("grpo", **SMALL, num_mini_batches=2, safe_update=False)
-    rng, weights = t._rng_state(), [p.detach().clone() for p in t.model.parameters()]
+    rng, weights = t.state().rng, [p.detach().clone() for p in t.model.parameters()]
     one_step, calls = t.updater._one_step, []
 
     def fails_second(mb, rows):
@@ -131,7 +131,7 @@ def test_without_safe_update_only_the_random_streams_are_restored():
     t.updater._one_step = fails_second
     with pytest.raises(RuntimeError):
         t.step()
-    assert all(torch.equal(rng[k], s) for k, s in t._rng_state().items()) and t.step_count == 0
+    assert all(torch.equal(rng[k], s) for k, s in t.state().rng.items()) and t.step_count == 0
     assert any(not torch.equal(a, p) for a, p in zip(weights, t.model.parameters()))
 
 
@@ -165,7 +165,7 @@ def test_checkpoints_are_atomic(tmp_path, monkeypatch):
     t.run(1, progress=False)
     ck = t.save(tmp_path / "ck")
     t.run(1, progress=False)
-    import rlnb.trainer_state as ts
+    import rlnb.core.runtime as ts
 
     def killed(*a, **k):
         raise KeyboardInterrupt  # dies halfway through writing the new checkpoint

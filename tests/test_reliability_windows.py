@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import rlnb
-import rlnb.train_cli
+import rlnb.cli.train
 from rlnb.cli import main
 
 SMALL = ["--prompts-per-step", "2", "--num-generations", "2", "--max-new-tokens", "8", "--eval-n", "0",
@@ -80,8 +80,8 @@ def untimed(rows):
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     """The uninterrupted run's metrics and the lines its second step and final writes execute."""
-    report = rlnb.train_cli._report
-    rlnb.train_cli._report = lambda *a, **k: None  # the HTML report is no part of the agreement; skip its cost
+    report = rlnb.cli.train._report
+    rlnb.cli.train._report = lambda *a, **k: None  # the HTML report is no part of the agreement; skip its cost
     out = tmp_path_factory.mktemp("ref") / "run"
     lines = Lines()
     assert lines.run(["train", "--out", str(out), "--steps", "2", *SMALL]) == 0
@@ -96,14 +96,14 @@ def reference(tmp_path_factory):
     picked |= {at[-1] for fn, at in lines_of.items() if fn[1] in WRITES}
     picked = sorted(picked)
     yield metrics, picked, {i: lines.seen[i - 1] for i in picked}
-    rlnb.train_cli._report = report
+    rlnb.cli.train._report = report
 
 
 def test_the_points_cover_step_metrics_write_checkpoint_and_final_writes(reference):
     _, picked, where = reference
     functions = {w[1] for w in where.values()}
     assert len(picked) >= 30
-    assert {"step", "_commit", "run", "_notify", "save", "_meta", "_finish", "_atomic_write", "__call__",
+    assert {"step", "_commit", "run", "run_steps", "save", "_meta", "_finish", "_atomic_write", "__call__",
             "rollback_on_error", "deferred_interrupt"} <= functions
 
 

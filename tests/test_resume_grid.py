@@ -54,7 +54,7 @@ def digest(x):
 def state(t) -> dict:
     """Everything that decides the next steps."""
     return digest({"params": list(t.model.parameters()), "optimizer": t.optimizer.state_dict(),
-                   "scheduler": t.scheduler.state_dict(), "rng": t._rng_state(), "drawn": t.prompts_drawn,
+                   "scheduler": t.scheduler.state_dict(), "rng": t.state().rng, "drawn": t.prompts_drawn,
                    "steps": t.step_count, "task": t.task.state(), "controllers": [c.state() for c in t.controllers],
                    "pass_rates": None if t.pass_rates is None else t.pass_rates.state_dict(),
                    "value_head": None if t.value_head is None else t.value_head.state_dict(),
@@ -150,7 +150,7 @@ def test_dropout_draws_from_the_trainers_own_stream(default_model, tmp_path):
     plain = trainer(default_model, "grpo", "add", {})
     plain.run(2, progress=False)
     assert strip(whole.history) != strip(plain.history)             # dropout really changed the numbers
-    from rlnb.trainer_state import uses_dropout
+    from rlnb.core.runtime import uses_dropout
 
     assert uses_dropout(whole.model) and not uses_dropout(plain.model)  # only a dropout model borrows the stream
     for t in (whole, plain):

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from rlnb.scaling import ScalingFit, fit_sigmoid, fit_study, sigmoid_curve
 from rlnb.studies import RunResult, StudyResult
+from rlnb.studies.scaling import ScalingFit, fit_sigmoid, fit_study, sigmoid_curve
 
 
 def test_curve_by_hand():

@@ -15,7 +15,7 @@ import rlnb
 from rlnb import Batch
 from rlnb.algos import ADVANTAGES, AGGREGATIONS
 from rlnb.cli import main
-from rlnb.generate import sample
+from rlnb.models.generate import sample
 from rlnb.stages import Advantager, Rewarder, RewardFunctionError, Sampler, make_optimizer
 
 
@@ -41,9 +41,9 @@ def digest(x):
 def fingerprint(t) -> dict:
     """Everything a step may change: weights, optimizer, scheduler, random streams, history, cursor."""
     return digest({"params": list(t.model.parameters()), "optimizer": t.optimizer.state_dict(),
-                   "scheduler": t.scheduler.state_dict(), "rng": t._rng_state(), "history": t.history,
+                   "scheduler": t.scheduler.state_dict(), "rng": t.state().rng, "history": t.history,
                    "steps": t.step_count, "drawn": t.prompts_drawn, "recipe": t.recipe, "errors": t.rewarder.errors,
-                   "training": t.model.training, "records": len(t.records), "run_target": t._run_target})
+                   "training": t.model.training, "records": len(t.records), "run_target": t.run_target})
 
 
 @contextlib.contextmanager

@@ -9,10 +9,10 @@ import plotly.graph_objects as go
 import pytest
 
 import rlnb.viz.backend as backend_mod
-import rlnb.viz.dashboard as dashboard_mod
+import rlnb.viz.live.dashboard as dashboard_mod
 from rlnb.algos.advantages import rloo
 from rlnb.viz import ClipExplorer, Dashboard, EntropyView, TokenXRay, get_backend, set_backend, show_source
-from rlnb.viz.figures import trace
+from rlnb.viz.figures.zoo import trace
 
 
 @pytest.fixture(autouse=True)
@@ -25,7 +25,7 @@ class FakeTrainer:
     """What the dashboard reads: ``history`` and ``step_count`` (and the running target, if any)."""
 
     def __init__(self, target=None):
-        self.history, self.step_count, self._run_target = [], 0, target
+        self.history, self.step_count, self.run_target = [], 0, target
 
     def step(self):
         self.step_count += 1

@@ -7,9 +7,9 @@ import plotly.io as pio
 import pytest
 
 from rlnb.viz import set_theme
-from rlnb.viz.figures import advantage_figure, aggregation_figure, clip_figure, kl_figure, trace
-from rlnb.viz.figures_train import dashboard_figure, entropy_figure, xray_figure
-from rlnb.viz.theme import COLORS
+from rlnb.viz.figures.theme import COLORS
+from rlnb.viz.figures.train import dashboard_figure, entropy_figure, xray_figure
+from rlnb.viz.figures.zoo import advantage_figure, aggregation_figure, clip_figure, kl_figure, trace
 
 
 def names(fig):
@@ -120,7 +120,7 @@ def test_theme_switch_changes_template_of_new_figures():
 
 def test_categorical_axes_list_exactly_the_current_completions():
     """A live figure keeps categories it saw earlier unless the axis lists them: the builders must."""
-    from rlnb.viz.figures import aggregation_figure
+    from rlnb.viz.figures.zoo import aggregation_figure
 
     labels = ["o0 right |o|=5", "o1 wrong |o|=9"]
     fig = aggregation_figure(labels=labels, per_token={"token-mean": [0.1, 0.1]}, push={"token-mean": [1.0, -1.0]})
@@ -129,7 +129,7 @@ def test_categorical_axes_list_exactly_the_current_completions():
 
 def test_recipe_colours_are_distinct_and_stable_and_labels_are_human():
     from rlnb.recipes import names
-    from rlnb.viz.theme import metric_label, recipe_color
+    from rlnb.viz.figures.theme import metric_label, recipe_color
 
     colours = [recipe_color(n) for n in names()]
     assert len(set(colours)) == len(colours)                     # one colour per recipe

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rlnb import Trainer
-from rlnb.viz.lab_loop import LabLoop
+from rlnb.run.lab_driver import LabLoop
 
 KNOBS = ("beta", "lr", "eps_high")
 

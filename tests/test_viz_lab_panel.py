@@ -5,8 +5,8 @@ import pytest
 
 from rlnb import Trainer
 from rlnb.viz import Lab
-from rlnb.viz.lab import KNOBS
-from rlnb.viz.lab_scenarios import SCENARIOS, describe
+from rlnb.viz.live.lab import KNOBS
+from rlnb.viz.live.scenarios import SCENARIOS, describe
 
 
 def tiny():

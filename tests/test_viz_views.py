@@ -8,8 +8,8 @@ import pytest
 
 from rlnb import Recipe
 from rlnb.viz import AggregationExplorer, EntropyView, KLExplorer, TokenXRay
-from rlnb.viz.demo import demo_record
-from rlnb.viz.figures import trace
+from rlnb.viz.explorers.demo import demo_record
+from rlnb.viz.figures.zoo import trace
 
 pytestmark = pytest.mark.usefixtures("backend")  # tests/conftest.py: the widget backend unless parametrized
 

@@ -19,8 +19,8 @@ from rlnb.viz import (
     KLExplorer,
     set_theme,
 )
-from rlnb.viz.demo import demo_record
-from rlnb.viz.figures import trace
+from rlnb.viz.explorers.demo import demo_record
+from rlnb.viz.figures.zoo import trace
 
 pytestmark = pytest.mark.usefixtures("backend")  # tests/conftest.py: the widget backend unless parametrized
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 
 from rlnb.algos.registry import Registry
-from rlnb.validate import check_same_device, check_tensor
+from rlnb.core.checks import check_same_device, check_tensor
 
 ADVANTAGES = Registry("advantage estimator")
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from rlnb.algos.registry import Registry
-from rlnb.validate import check_same_device, check_tensor
+from rlnb.core.checks import check_same_device, check_tensor
 
 AGGREGATIONS = Registry("loss aggregation")
 

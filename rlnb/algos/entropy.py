@@ -13,6 +13,7 @@ from collections.abc import Callable
 import torch
 
 from rlnb.algos.aggregation import token_mean
+from rlnb.core.checks import check_number
 
 
 def entropy_bonus(entropy: torch.Tensor, mask: torch.Tensor,
@@ -26,8 +27,6 @@ def entropy_bonus(entropy: torch.Tensor, mask: torch.Tensor,
     >>> entropy_bonus(torch.tensor([[1.0, 3.0]]), torch.ones(1, 2), entropy_coef=0.01)
     tensor(-0.0200)
     """
-    from rlnb.validate import check_number
-
     check_number("entropy_coef", entropy_coef)
     if not callable(aggregate):
         raise TypeError(f"aggregate: expected an aggregation fn(loss, mask), got {aggregate!r}")
@@ -85,8 +84,6 @@ class EntropyThermostat:
 
     def __init__(self, target: float = 0.2, *, coef: float = 0.0, delta: float = 1e-4,
                  coef_min: float = 0.0, coef_max: float = 0.005, gate: bool = True):
-        from rlnb.validate import check_number
-
         for name, v in (("target", target), ("coef", coef), ("delta", delta), ("coef_min", coef_min),
                         ("coef_max", coef_max)):
             check_number(name, v)
@@ -98,8 +95,6 @@ class EntropyThermostat:
 
     def update(self, entropy: float) -> float:
         """Feed this step's mean entropy; returns alpha_k for this step's loss, then moves c."""
-        from rlnb.validate import check_number
-
         e = check_number("entropy", entropy)  # a NaN would freeze the coefficient without a word
         alpha = self.coef if (e <= self.target or not self.gate) else 0.0
         step = self.delta if e < self.target else (-self.delta if e > self.target else 0.0)

@@ -25,7 +25,7 @@ from collections.abc import Hashable, Iterable
 import torch
 
 from rlnb.algos.registry import Registry
-from rlnb.validate import check_tensor
+from rlnb.core.checks import check_tensor
 
 FILTERS = Registry("filter")
 
@@ -66,7 +66,7 @@ def dynamic_sampling(rewards: torch.Tensor, group_size: int, truncated: torch.Te
                      correct: torch.Tensor | None = None) -> torch.Tensor:
     """DAPO dynamic sampling predicate (arXiv 2503.14476): keep groups with 0 < #correct < G.
 
-    DAPO then resamples until the batch is full of kept groups; that loop is ``rlnb.stages.Rollout``
+    DAPO then resamples until the batch is full of kept groups; that loop is ``rlnb.stages.DynamicSampling``
     (``max_gen_rounds`` > 1), this is only the predicate. Counts ``correct``, not rewards, so a format bonus does not rescue a group.
 
     >>> dynamic_sampling(torch.zeros(6), 3, correct=torch.tensor([1, 0, 0, 1, 1, 1]).bool())

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from rlnb.algos.registry import Registry
-from rlnb.validate import check_number, check_same_device, check_tensor
+from rlnb.core.checks import check_number, check_same_device, check_tensor
 
 KL_ESTIMATORS = Registry("KL estimator")
 

@@ -36,7 +36,7 @@ from typing import NamedTuple
 import torch
 
 from rlnb.algos.registry import Registry, extra_inputs  # noqa: F401  (extra_inputs: the old import path)
-from rlnb.validate import check_same_device, check_tensor
+from rlnb.core.checks import check_same_device, check_tensor
 
 POLICY_LOSSES = Registry("policy loss")
 
@@ -156,7 +156,7 @@ def cispo(
     - ``cispo_cap=<float>``: an absolute cap, as TRL's ``loss_type="cispo"`` reads ``epsilon_high``
       (e.g. 5.0, ScaleRL's truncated IS); eps_high is then ignored.
     The paper imposes no lower bound ("eps_low set large"): the default eps_low = 1.0 makes it 0.
-    A recipe that leaves eps_low / eps_high unset runs these defaults (``rlnb.hyper``).
+    A recipe that leaves eps_low / eps_high unset runs these defaults (``rlnb.algos.resolve``).
 
     >>> out = cispo(torch.log(torch.tensor([[2.0, 1.0]])), torch.zeros(1, 2), torch.tensor([1.]), torch.ones(1, 2))
     >>> out.weight, out.clipped_high

@@ -31,6 +31,7 @@ from __future__ import annotations
 import torch
 
 from rlnb.algos.losses import POLICY_LOSSES, LossOut, _prepare
+from rlnb.core.checks import check_same_device, check_tensor
 
 
 def _log1mexp(lp: torch.Tensor) -> torch.Tensor:
@@ -109,8 +110,6 @@ def topk_divergence(topk_logp: torch.Tensor, old_topk_logp: torch.Tensor) -> tup
     >>> tv, kl  # TV = (|.6-.5| + |.2-.3| + |.2-.2|) / 2; KL = .5 ln(.5/.6) + .3 ln(.3/.2) + 0
     (tensor([0.1000]), tensor([0.0305]))
     """
-    from rlnb.validate import check_same_device, check_tensor
-
     for name, x in (("topk_logp", topk_logp), ("old_topk_logp", old_topk_logp)):
         check_tensor(name, x, floating=True, finite=True)
     check_same_device(topk_logp=topk_logp, old_topk_logp=old_topk_logp)
@@ -131,8 +130,6 @@ def _dppo_topk(logp, old_logp, adv, mask, topk_logp, old_topk_logp, which: int, 
     if topk_logp is None or old_topk_logp is None:
         raise ValueError("topk_logp, old_topk_logp: DPPO top-K needs both (B, T, K) tensors; the Sampler "
                          "must record the rollout's top-K ids and log-probs")
-    from rlnb.validate import check_tensor
-
     check_tensor("topk_logp", topk_logp, floating=True)
     if topk_logp.dim() != 3 or topk_logp.shape[:-1] != logp.shape:
         raise ValueError(f"topk_logp: expected shape (B, T, K) with (B, T) = {tuple(logp.shape)}, "

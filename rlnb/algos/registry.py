@@ -24,6 +24,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from rlnb.core.knobs import UNSET
+
 
 class Registry(dict):
     """A named ``dict[str, Callable]`` with a ``register`` decorator and helpful lookup errors."""
@@ -91,8 +93,6 @@ def bind(fn: Callable, config: Any, **extra) -> Callable:
     ``recipe.eps_high``. This is how recipes reach registry functions without name-based branching.
     Parameters ``config`` lacks, or leaves ``UNSET``, keep the function's own default; ``extra`` wins.
     """
-    from rlnb.knobs import UNSET
-
     kw = {n: getattr(config, n) for n in hyper_names(fn) if getattr(config, n, UNSET) is not UNSET}
     kw.update({k: v for k, v in extra.items() if k in hyper_names(fn)})
     return partial(fn, **kw)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from rlnb.core.checks import check_int, check_tensor
+
 
 def overlong_penalty(lengths: torch.Tensor, *, max_new_tokens: int, overlong_buffer: int) -> torch.Tensor:
     """DAPO soft overlong punishment (arXiv 2503.14476, eq. 13), L_max = ``max_new_tokens``,
@@ -19,8 +21,6 @@ def overlong_penalty(lengths: torch.Tensor, *, max_new_tokens: int, overlong_buf
     >>> overlong_penalty(torch.tensor([10, 12, 14, 16, 17]), max_new_tokens=16, overlong_buffer=4)
     tensor([ 0.0000,  0.0000, -0.5000, -1.0000, -1.0000])
     """
-    from rlnb.validate import check_int, check_tensor
-
     check_tensor("lengths", lengths, dim=1, finite=True)
     check_int("max_new_tokens", max_new_tokens, low=1)
     if lengths.numel() and bool((lengths < 0).any()):

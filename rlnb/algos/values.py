@@ -11,6 +11,8 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from rlnb.core.checks import check_number, check_same_device, check_tensor
+
 
 class ValueLossOut(NamedTuple):
     loss: torch.Tensor      # (B, T) per-token value loss, zero where mask is 0
@@ -32,8 +34,6 @@ def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Te
     >>> out.loss, out.clipped   # token 0: V_clip = 0.2, 1/2 (0.8)^2 = 0.32 > 0; token 1: 1/2 (0.9)^2
     (tensor([[0.3200, 0.4050]]), tensor([[ True, False]]))
     """
-    from rlnb.validate import check_number, check_same_device, check_tensor
-
     for name, x in (("values", values), ("old_values", old_values), ("returns", returns)):
         check_tensor(name, x, floating=True, finite=True)
     check_tensor("mask", mask)

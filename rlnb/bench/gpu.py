@@ -21,7 +21,7 @@ import torch
 
 import rlnb.kernels as K
 from rlnb.bench import variants as VV
-from rlnb.bench.loss import format_table, gate_all, select
+from rlnb.bench.variants import format_table, gate_all, select
 
 LINEAR_H = 1536
 DEVICE = "cuda"  # a dry run on CPU (interpreter, stubbed timers) patches this

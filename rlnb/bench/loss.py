@@ -33,6 +33,7 @@ import time
 import torch
 
 from rlnb.bench import variants as VV
+from rlnb.bench.variants import format_table, gate_all, select
 
 CPU_DEFAULT = dict(B=2, T=512, V=151936)
 
@@ -92,35 +93,6 @@ def peak_memory(name: str, *, B: int, T: int, V: int = 151936, entropy: str = "g
     return _spawn_memory(name, argparse.Namespace(B=B, T=T, V=V, entropy=entropy))
 
 
-def _gate_rows(inp) -> torch.Tensor:
-    n = inp.y.numel()
-    return torch.unique(torch.tensor([0, 1, 2, n // 3, n // 2, n - 2, n - 1], device=inp.y.device).clamp(0, n - 1))
-
-
-def select(table: dict, names: str | None, device: str) -> tuple[dict, dict]:
-    """The variants to run and, for each left out, why."""
-    chosen, skipped = {}, {}
-    for name, fn in table.items():
-        if names and name not in names.split(","):
-            continue
-        why = VV.peer_available(VV.PEER_OF[name]) if name in VV.PEER_OF else None
-        if name == "liger" and device != "cuda":
-            why = why or "CUDA only (Triton kernels)"
-        chosen.update({} if why else {name: fn})
-        skipped.update({name: why} if why else {})
-    return chosen, skipped
-
-
-def gate_all(chosen, inp, mode) -> dict:
-    gates = {}
-    for name, fn in chosen.items():
-        try:
-            gates[name] = VV.fp64_gate(inp, VV.run_once(fn, inp, mode), mode, _gate_rows(inp))
-        except Exception as e:  # noqa: BLE001 - a peer that breaks is reported, not fatal
-            gates[name] = {"passed": False, "error": f"{type(e).__name__}: {str(e)[:200]}"}
-    return gates
-
-
 def cpu_tier(args) -> dict:
     torch.manual_seed(0)
     chosen, skipped = select(VV.CPU_VARIANTS, args.variants, "cpu")
@@ -147,30 +119,6 @@ def cpu_tier(args) -> dict:
         rows[name] = row
     return {"tier": "cpu", "B": args.B, "T": args.T, "V": args.V, "dtype": "bfloat16", "entropy": args.entropy,
             "rounds": args.rounds, "threads": torch.get_num_threads(), "variants": rows, "skipped": skipped}
-
-
-def format_table(res: dict) -> str:
-    head = (f"{res['tier']} tier: B={res['B']} T={res['T']} (N={res['B'] * res['T']}) V={res['V']} "
-            f"{res['dtype']} entropy={res['entropy']}")
-    cols = "variant                 gate  max|grad err|  peak extra MB  x grad buf  median s  ratio"
-    lines = [head, cols, "-" * len(cols)]
-    for name, r in res["variants"].items():
-        g = r["gate"]
-        gate = "ok" if g.get("passed") else ("ERR" if "error" in g else "FAIL")
-        err = f"{g['grad']:.2e}" if "grad" in g else "-"
-        mb = r.get("extra_mb")
-        buf = f"{mb / r['grad_mb']:.2f}x" if mb is not None and r.get("grad_mb") else "-"
-        ratio = f"{r['ratio_vs_naive']:.3f}" if "ratio_vs_naive" in r else "-"
-        secs = f"{r['seconds']:.3f}" if "seconds" in r else "-"
-        lines.append(f"{name:<22}  {gate:<4}  {err:>12}  {mb if mb is None else round(mb, 1)!s:>13}  "
-                     f"{buf:>10}  {secs:>8}  {ratio:>5}")
-        if "error" in g or "error" in r:
-            lines.append(f"    error: {g.get('error') or r.get('error')}")
-        elif not g.get("passed"):
-            lines.append("    fp64 errors: " + ", ".join(f"{k} {v:.2e}" for k, v in g.items() if k != "passed"))
-    for name, why in res.get("skipped", {}).items():
-        lines.append(f"{name:<22}  {why}")
-    return "\n".join(lines)
 
 
 def parse(argv):

@@ -54,7 +54,7 @@ def build_trainer(args):
 
 def child(args) -> dict:
     """In a fresh process: one warm-up step, then the peak increase and the time of one step on ``args.child``."""
-    from rlnb.forward import lm_head_path
+    from rlnb.models.forward import lm_head_path
 
     torch.set_num_threads(args.threads)
     trainer = build_trainer(args)

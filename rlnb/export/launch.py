@@ -58,7 +58,7 @@ def main(argv=None):
     """Parse ``argv``, build the export and the trainer, train; returns the ``GRPOTrainer``."""
     from rlnb.export import to_trl
     from rlnb.models import DEFAULT_DIR, load
-    from rlnb.pretrained import DTYPES
+    from rlnb.models.pretrained import DTYPES
 
     args = build_parser().parse_args(argv)
     world = int(os.environ.get("WORLD_SIZE", "1"))  # set by accelerate launch / torchrun

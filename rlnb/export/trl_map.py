@@ -16,7 +16,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from rlnb import recipes as recipes_mod
-from rlnb.knobs import UNSET
+from rlnb.core.knobs import UNSET
 from rlnb.recipe import Recipe
 
 TRL_STD_EPS = 1e-4  # TRL divides by (std + 1e-4), a constant in its code; rlnb's default eps is 1e-6

@@ -7,9 +7,9 @@ from collections.abc import Callable, Sequence
 import torch
 
 from rlnb.algos.registry import extra_inputs
-from rlnb.batch import Batch
-from rlnb.batch_checks import require
-from rlnb.validate import nonfinite_rows
+from rlnb.batch import Batch, require
+from rlnb.core.checks import nonfinite_rows
+from rlnb.stages.refill import keep_mask
 
 
 class Advantager:
@@ -19,8 +19,8 @@ class Advantager:
     (``rlnb.algos.extra_inputs``), each the batch attribute of that name (``lengths``) or else
     ``extras[name]`` (``greedy_rewards``); with a critic also ``old_values`` and ``mask``.
     Writes: ``adv`` ((B,), or (B, T) with a critic), ``keep`` (B,), and with a critic ``returns`` (B, T).
-    A batch that already carries ``keep`` (the Rollout's, which ran the filters to refill groups under
-    dynamic sampling, or yours) is taken as it is: the filters run once per step.
+    A batch that already carries ``keep`` (``DynamicSampling``'s, which ran the filters to refill groups,
+    or yours) is taken as it is: the filters run once per step.
 
     ``estimator`` and ``filters`` are bound registry functions (``rlnb.algos.bind(ADVANTAGES[name],
     recipe)``), so the stage never needs to know which algorithm it runs. With ``gae`` given (PPO with a
@@ -37,10 +37,7 @@ class Advantager:
 
     def keep_mask(self, batch: Batch) -> torch.Tensor:
         """(B,) bool: rows every filter keeps (all True without filters)."""
-        keep = torch.ones(batch.B, dtype=torch.bool)
-        for f in self.filters:
-            keep &= f(batch.rewards, batch.group_size, truncated=batch.truncated, correct=batch.correct).bool()
-        return keep
+        return keep_mask(self.filters, batch)
 
     def inputs(self, batch: Batch) -> dict:
         """The extra tensors the estimator reads, by name (None where the batch has none: the estimator's

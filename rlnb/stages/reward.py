@@ -9,9 +9,8 @@ from collections.abc import Callable
 import torch
 
 from rlnb.algos import kl_penalized_rewards, overlong_penalty
-from rlnb.batch import Batch
-from rlnb.batch_checks import require
-from rlnb.validate import check_fields
+from rlnb.batch import Batch, require
+from rlnb.recipe import check_fields
 
 RewardFn = Callable[..., list[float]]  # TRL style: fn(completions, answer, **kw) -> list[float]
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from rlnb.batch import Batch
-from rlnb.batch_checks import require
-from rlnb.evaluate import encode_prompts
-from rlnb.forward import PolicyOut, completion_logprobs
-from rlnb.generate import sample
-from rlnb.validate import check_fields, context_length
+from rlnb.batch import Batch, require
+from rlnb.core.checks import context_length
+from rlnb.models.forward import PolicyOut, completion_logprobs
+from rlnb.models.generate import encode_prompts, sample
+from rlnb.recipe import check_fields
 
 
 class Sampler:
@@ -22,7 +21,7 @@ class Sampler:
     ``extras["greedy_completions"]`` (B strings: each row's prompt's greedy completion) with ``greedy=True``,
     for estimators whose baseline is a greedy rollout (ReMax's ``greedy_rewards``, scored by the Rewarder).
 
-    ``old_logp`` is recomputed with one full forward pass through ``rlnb.forward.completion_logprobs``
+    ``old_logp`` is recomputed with one full forward pass through ``rlnb.models.forward.completion_logprobs``
     (the Updater's own function) rather than taken from the incremental sampling pass, so that before
     any optimizer step the ratio pi / pi_old is exactly 1. ``rollout_logp`` is what the sampling pass
     itself computed: the same policy through another code path (incremental KV cache, other shapes), so it

@@ -6,15 +6,15 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import NamedTuple
 
 import torch
 
 from rlnb.algos.entropy import entropy_bonus, top_entropy_mask
 from rlnb.algos.losses import extra_inputs
-from rlnb.batch import Batch
-from rlnb.batch_checks import require
-from rlnb.forward import POLICY_INPUTS, completion_logprobs
-from rlnb.validate import check_fields
+from rlnb.batch import Batch, require
+from rlnb.models.forward import POLICY_INPUTS, completion_logprobs
+from rlnb.recipe import check_fields
 
 
 @dataclass
@@ -61,6 +61,18 @@ def make_optimizer(model, *, lr: float, weight_decay: float = 0.0, warmup_steps:
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup(warmup_steps))
     return opt, sched
+
+
+class MiniBatchLoss(NamedTuple):
+    """One mini-batch's loss and what the stats and widgets read from it."""
+
+    total: torch.Tensor                  # () the scalar that is differentiated
+    terms: dict                          # name -> () each term of total: "pg", "kl", "entropy"[, "value"]
+    out: object                          # the policy loss's per-token LossOut (ratio, clipped tokens, weight)
+    entropy: torch.Tensor                # (b, T) per-token entropy, detached
+    kl: torch.Tensor | None              # (b, T) per-token KL to the reference, masked (None: no reference)
+    mask: torch.Tensor                   # (b, T) tokens in the loss
+    old_logp: torch.Tensor               # (b, T) pi_old: the rollout's, or the update's own (on-policy)
 
 
 class warmup:
@@ -169,7 +181,7 @@ class Updater:
         come from the update's own forward (``logp.detach()``) and the ratio is exactly 1."""
         return self.num_iterations == 1 and self.num_mini_batches == 1
 
-    def _loss(self, mb: Batch, rows: torch.Tensor | None = None):
+    def loss(self, mb: Batch, rows: torch.Tensor | None = None) -> MiniBatchLoss:
         """The loss of one mini-batch as named zoo terms:
         total = agg(pg) + beta * agg(kl) - entropy_coef * agg(H) [+ vf_coef * agg(value)]."""
         rows = torch.arange(mb.B) if rows is None else rows               # mini-batch row -> batch row
@@ -189,7 +201,7 @@ class Updater:
         }
         if self.value_head is not None:  # PPO's critic, trained on the same hidden states
             terms["value"] = self.vf_coef * agg(self.value_loss_fn(fw.values, mb.old_values, mb.returns, m).loss, m)
-        return sum(terms.values()), terms, out, fw.entropy.detach(), kl_t, m, old
+        return MiniBatchLoss(sum(terms.values()), terms, out, fw.entropy.detach(), kl_t, m, old)
 
     def policy(self, mb: Batch):
         """The current policy's per-token log-probs and entropy (and values, and the log-probs of the
@@ -204,7 +216,7 @@ class Updater:
         return {n: getattr(fw, n) if getattr(fw, n, None) is not None else mb.extras[n] for n in self.loss_inputs}
 
     def _one_step(self, mb: Batch, rows: torch.Tensor) -> dict:
-        total, terms, out, ent, kl_t, m, old = self._loss(mb, rows)
+        total, terms, out, ent, kl_t, m, old = self.loss(mb, rows)
         tokens = m.sum().clamp(min=1)
         grad_norm = 0.0
         if m.sum() > 0:  # a mini-batch whose rows were all filtered out contributes no step

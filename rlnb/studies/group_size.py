@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from rlnb.evaluate import completions_for
+from rlnb.run.evaluate import completions_for
 from rlnb.studies.probes import baseline_error, predicted_zero_std_share, zero_std_share
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from rlnb.batch import Batch
-from rlnb.forward import completion_logits
+from rlnb.models.forward import completion_logits
 
 
 @torch.no_grad()

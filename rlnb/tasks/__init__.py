@@ -1,6 +1,6 @@
 """Verifiable reasoning tasks, found by name: ``rlnb.tasks.names()``, ``rlnb.tasks.get(name)``."""
 
-from rlnb.tasks import arithmetic, countdown, gsm8k, loophole  # noqa: F401  (registers the tasks)
+from rlnb.tasks import arithmetic, chat, countdown, gsm8k, loophole  # noqa: F401  (registers tasks and wrappers)
 from rlnb.tasks.base import Reward, Task, from_spec, get, names, register
 from rlnb.tasks.noise import NoisyTask, noisy
 

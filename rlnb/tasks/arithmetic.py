@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
+from rlnb.core.checks import check_int, check_number
 from rlnb.tasks.base import Task, register
-from rlnb.validate import check_int, check_number
 
 _DIRECT = re.compile(r"^\d{1,32}$")
 _SCRATCH = re.compile(r"^(?:\d{1,3}\+\d{1,3}=\d{1,4};){0,31}\d{1,3}\+\d{1,3}=\d{1,4}>(\d{1,32})$")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import datasets
 
-from rlnb.validate import MAX_POOL, check_int, closest, short
+from rlnb.core.checks import MAX_POOL, check_int, closest, short
 
 MAX_COMPLETION_CHARS = 4096  # verifiers look at no more than this many characters
 
@@ -189,16 +189,6 @@ def from_spec(spec, *, tokenizer=None) -> Task:
     return get(spec["name"], **spec["params"])
 
 
-def _noisy(inner, *, tokenizer=None, **params):
-    from rlnb.tasks.noise import NoisyTask
-
-    return NoisyTask(inner, **params)
-
-
-def _chat_template(inner, *, tokenizer=None, **params):
-    from rlnb.pretrained import ChatTemplateTask
-
-    return ChatTemplateTask(inner, tokenizer, **params)
-
-
-WRAPPERS = {"noisy": _noisy, "chat_template": _chat_template}  # tasks that wrap another (spec["wrap"])
+# Tasks that wrap another (spec["wrap"]): name -> builder(inner, *, tokenizer, **params). Each wrapper module
+# registers its own (noise.py: "noisy", chat.py: "chat_template"); rlnb.tasks imports them all.
+WRAPPERS: dict = {}

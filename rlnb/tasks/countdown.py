@@ -10,9 +10,9 @@ from __future__ import annotations
 import random
 from fractions import Fraction
 
+from rlnb.core.checks import check_int
 from rlnb.tasks.base import Task, register
 from rlnb.tasks.safe_math import MAX_DIGITS, parse_expr
-from rlnb.validate import check_int
 
 PROBE, MIN_HITS, MAX_DRAWS = 256, 8, 10_000  # at least 1 draw in 32 lands; a row gives up after 10k draws
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import datasets
 
+from rlnb.core.checks import MAX_POOL, check_int, short
 from rlnb.tasks.base import Task, check_seed, register
-from rlnb.validate import MAX_POOL, check_int, short
 
 SAMPLE = Path(__file__).parent / "data" / "gsm8k_sample.jsonl"
 _NUMBER = re.compile(r"-?\d[\d,]{0,30}(?:\.\d{1,12})?")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import random
 
-from rlnb.tasks.base import Reward, Task, get
-from rlnb.validate import MAX_SEED, check_int, check_number, short
+from rlnb.core.checks import MAX_SEED, check_int, check_number, short
+from rlnb.tasks.base import WRAPPERS, Reward, Task, get
 
 
 class NoisyTask(Task):
@@ -97,3 +97,10 @@ def noisy(task: str | Task, *, sigma_shared: float = 0.0, sigma_sample: float = 
     (True, 1.0)
     """
     return NoisyTask(task, sigma_shared=sigma_shared, sigma_sample=sigma_sample, seed=seed)
+
+
+def _wrap(inner, *, tokenizer=None, **params) -> NoisyTask:
+    return NoisyTask(inner, **params)
+
+
+WRAPPERS["noisy"] = _wrap

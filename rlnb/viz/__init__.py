@@ -1,25 +1,36 @@
 """Widgets for rlnb: move a slider, see the mechanism. Figures are plotly, controls ipywidgets.
 
-- Explorers: ``AdvantageExplorer``, ``ClipExplorer``, ``KLExplorer``, ``AggregationExplorer``,
-  ``EntropyView`` (``rlnb.viz.widgets``), and the ``TokenXRay`` (``rlnb.viz.tokens``).
-- ``Dashboard``: live training curves as a ``Trainer.run`` callback (``rlnb.viz.dashboard``).
-- ``Lab``: the loop's control panel: play / pause / step / rewind, knobs turned while it trains.
-- Pure figure builders, usable without a kernel: ``rlnb.viz.figures``, ``rlnb.viz.figures_train``.
-- ``set_backend("widget" | "static" | "auto")``: FigureWidget, or a plain figure redrawn into an
-  ``Output`` where FigureWidget cannot load (chosen automatically in Colab and VS Code).
-- ``set_theme("light" | "dark")``: plotly does not follow JupyterLab's theme.
-- ``show_source(fn)``: the live source of a library function, highlighted.
+Three layers, each importing only the ones above it:
+
+- ``rlnb.viz.figures``: pure builders, data in, plotly figure out, testable without a kernel (``zoo``: the
+  explorers' figures; ``train``: dashboard, entropy, token X-ray; ``compute``: the numbers they plot;
+  ``theme``: light/dark, human labels, one colour per recipe).
+- ``rlnb.viz.explorers``: sliders bound to a zoo function and a figure: ``AdvantageExplorer``,
+  ``ClipExplorer``, ``KLExplorer``, ``AggregationExplorer``, ``EntropyView``, ``TokenXRay``.
+- ``rlnb.viz.live``: what follows a training run: ``Dashboard`` (a ``Trainer.run`` callback) and the
+  ``Lab`` (play / pause / step / rewind, knobs turned while it trains; its thread driver is
+  ``rlnb.run.lab_driver``).
+
+``set_backend("widget" | "static" | "auto")``: FigureWidget, or a plain figure redrawn into an ``Output`` where
+FigureWidget cannot load (chosen automatically in Colab and VS Code). ``set_theme("light" | "dark")``: plotly
+does not follow JupyterLab's theme. ``show_source(fn)``: the live source of a library function, highlighted.
 """
 
 from rlnb.viz.backend import get_backend, set_backend
-from rlnb.viz.dashboard import Dashboard
-from rlnb.viz.lab import Lab
+from rlnb.viz.explorers import (
+    AdvantageExplorer,
+    AggregationExplorer,
+    ClipExplorer,
+    EntropyView,
+    KLExplorer,
+    TokenXRay,
+)
+from rlnb.viz.figures import compute, theme
+from rlnb.viz.figures.theme import get_theme, set_theme
+from rlnb.viz.live import Dashboard, Lab
 from rlnb.viz.source import show_source
-from rlnb.viz.theme import get_theme, set_theme
-from rlnb.viz.tokens import TokenXRay
-from rlnb.viz.widgets import AdvantageExplorer, AggregationExplorer, ClipExplorer, EntropyView, KLExplorer
 
 __all__ = [
     "AdvantageExplorer", "AggregationExplorer", "ClipExplorer", "Dashboard", "EntropyView", "KLExplorer", "Lab",
-    "TokenXRay", "get_backend", "get_theme", "set_backend", "set_theme", "show_source",
+    "TokenXRay", "compute", "get_backend", "get_theme", "set_backend", "set_theme", "show_source", "theme",
 ]

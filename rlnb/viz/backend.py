@@ -16,7 +16,7 @@ import warnings
 import ipywidgets as widgets
 import plotly.graph_objects as go
 
-from rlnb.viz import theme
+from rlnb.viz.figures import theme
 
 BACKENDS = ("auto", "widget", "static")
 _state = {"backend": "auto"}

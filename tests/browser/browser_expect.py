@@ -88,7 +88,7 @@ def readout_probe(widget: str, slider_name: str, key: str, code: str, what: str)
     """The common case in one line: move ``slider_name``; readout ``key`` must equal the number that
     ``code`` prints in the notebook's kernel. ``code`` is a format string of ``value`` (the slider's value
     as displayed) that calls the library on the notebook's own objects, e.g. for a KL explorer
-    ``"print(rlnb.viz.compute.gaussian_kl({value}, 1.0, 0.0, 1.0))"``."""
+    ``"print(rlnb.viz.figures.compute.gaussian_kl({value}, 1.0, 0.0, 1.0))"``."""
     return Drive(widget=widget, slider=slider_name, observe=lambda s: s["values"][key],
                  expected=lambda s, probe: float(probe(code.format(value=slider(s, slider_name)))), what=what)
 
@@ -96,9 +96,9 @@ def readout_probe(widget: str, slider_name: str, key: str, code: str, what: str)
 # --- the fixture: a clip explorer on the hand-made demo batch ---------------------------------------------
 
 def demo_high_clip_share(eps_high: float) -> float:
-    """PPO-clip's high clip share on ``rlnb.viz.demo``'s batch, by its definition: tokens with A > 0 and
+    """PPO-clip's high clip share on ``rlnb.viz.explorers.demo``'s batch, by its definition: tokens with A > 0 and
     rho > 1 + eps_high, over the tokens in the loss."""
-    from rlnb.viz.demo import demo_record
+    from rlnb.viz.explorers.demo import demo_record
 
     rec = demo_record()
     m = rec.batch.mask.bool()                                            # (B, T)
@@ -142,7 +142,7 @@ ENTROPY_TARGET = Drive(
 def advantage_noise_probe(rewards_expr: str) -> str:
     """Kernel code printing GRPO's A_0 for the group ``rewards_expr`` plus the explorer's seeded noise
     (seed 0) with sigma_sample = {value}: the library's numbers, computed outside the widget."""
-    return ("import torch as _t; from rlnb.viz import compute as _c; _r = _t.as_tensor(" + rewards_expr + ", "
+    return ("import torch as _t; from rlnb.viz.figures import compute as _c; _r = _t.as_tensor(" + rewards_expr + ", "
             "dtype=_t.float64); _n = _c.noisy_rewards(_r, sigma_shared={shared}, sigma_sample={{value}}, seed=0); "
             "print(float(rlnb.algos.ADVANTAGES['grpo'](_n, len(_r))[0]))")
 
@@ -202,14 +202,14 @@ AGG_LEN_WRONG = Drive(
 
 MAXRL_P = readout_probe(
     "Advantage explorer", "p", "mean A right",
-    "from rlnb.viz import compute as _c; _a, _r = _c.advantage_samples(rlnb.algos.ADVANTAGES['maxrl'], {{}}, G=8, "
+    "from rlnb.viz.figures import compute as _c; _a, _r = _c.advantage_samples(rlnb.algos.ADVANTAGES['maxrl'], {{}}, G=8, "
     "p={value}, sigma_shared=0.0, sigma_sample=0.0); print(float(_a[_r].mean()))",
     "MaxRL's mean advantage of a right completion over the simulated groups, from the library")
 
 # 16: the capstone's own recipe (RLOO's advantage), same probe as MAXRL_P
 CAPSTONE_P = readout_probe(
     "Advantage explorer", "p", "mean A right",
-    "from rlnb.viz import compute as _c; _a, _r = _c.advantage_samples(rlnb.algos.ADVANTAGES[mine.advantage], {{}}, G=8, "
+    "from rlnb.viz.figures import compute as _c; _a, _r = _c.advantage_samples(rlnb.algos.ADVANTAGES[mine.advantage], {{}}, G=8, "
     "p={value}, sigma_shared=0.0, sigma_sample=0.0); print(float(_a[_r].mean()))",
     "the capstone recipe's mean advantage of a right completion over the simulated groups, from the library")
 

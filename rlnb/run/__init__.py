@@ -1,0 +1,3 @@
+"""A run over time: its state (``state.RunState``, the one owner of what a run is besides its weights),
+checkpoints, the controllers that move beta and the entropy coefficient, held-out evaluation, the run loop
+(``driver``) and the lab's background thread (``lab_driver``)."""

@@ -1,0 +1,66 @@
+"""Held-out evaluation: greedy and sampled pass@1, and pass@k with the unbiased estimator."""
+
+from __future__ import annotations
+
+from math import comb
+
+import torch
+
+from rlnb.models.generate import encode_prompts, sample
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples with c correct (Chen et al. 2021, arXiv 2107.03374):
+    1 - C(n - c, k) / C(n, k).
+
+    >>> pass_at_k(4, 1, 1), pass_at_k(4, 1, 2), pass_at_k(4, 0, 2)
+    (0.25, 0.5, 0.0)
+    """
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass_at_k: expected 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def completions_for(model, tokenizer, prompts: list[str], *, max_new_tokens: int, n: int = 1,
+                    greedy: bool = True, temperature: float = 1.0, top_p: float = 1.0,
+                    generator: torch.Generator | None = None, batch_size: int = 256) -> list[list[str]]:
+    """``n`` decoded completions per prompt (a list of lists)."""
+    device = next(model.parameters()).device
+    rows = [p for p in prompts for _ in range(n)]
+    texts: list[str] = []
+    for start in range(0, len(rows), batch_size):
+        ids, mask = encode_prompts(tokenizer, rows[start : start + batch_size], device)
+        out, _, _ = sample(model, ids, mask, max_new_tokens=max_new_tokens, greedy=greedy,
+                           temperature=temperature, top_p=top_p, generator=generator,
+                           eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+        texts += tokenizer.batch_decode(out, skip_special_tokens=True)
+    return [texts[i * n : (i + 1) * n] for i in range(len(prompts))]
+
+
+def evaluate(model, tokenizer, task, *, n: int = 200, seed: int = 10_000, k: int = 1, greedy: bool = True,
+             max_new_tokens: int = 32, temperature: float = 1.0, top_p: float = 1.0) -> dict[str, float]:
+    """pass@1 (and pass@k when k > 1, from k samples per prompt) on ``n`` held-out prompts.
+
+    Held-out: prompts come from ``seed`` (training draws from other seeds). Greedy decoding gives one
+    completion per prompt, so pass@k needs ``greedy=False``.
+    """
+    for name, v in (("n", n), ("k", k), ("max_new_tokens", max_new_tokens)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{name}: expected a positive int, got {v!r}")
+    if greedy and k > 1:
+        raise ValueError(f"k: pass@k needs sampling; got k={k} with greedy=True")
+    ds = task.dataset(n, seed=seed)
+    gen = torch.Generator(device=next(model.parameters()).device).manual_seed(seed)
+    was_training = model.training
+    model.eval()
+    try:
+        outs = completions_for(model, tokenizer, ds["prompt"], max_new_tokens=max_new_tokens, n=k, greedy=greedy,
+                               temperature=temperature, top_p=top_p, generator=gen)
+    finally:
+        model.train(was_training)
+    correct = [[task.reward(c, a).parts["correct"] > 0 for c in outs_i] for outs_i, a in zip(outs, ds["answer"])]
+    res = {"pass@1": sum(sum(c) / len(c) for c in correct) / len(correct)}
+    if k > 1:
+        res[f"pass@{k}"] = sum(pass_at_k(k, sum(c), k) for c in correct) / len(correct)
+    res["mean_length"] = sum(len(c) for o in outs for c in o) / max(1, sum(len(o) for o in outs))
+    return res

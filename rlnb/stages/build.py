@@ -1,0 +1,59 @@
+"""The stages of a step, built from a ``Recipe``: registry names are resolved here, once, so no stage ever
+needs to know which algorithm it runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rlnb.algos import (
+    ADVANTAGES,
+    AGGREGATIONS,
+    FILTERS,
+    KL_ESTIMATORS,
+    POLICY_LOSSES,
+    bind,
+    extra_inputs,
+    gae,
+    top_entropy_mask,
+    value_loss,
+)
+from rlnb.stages.advantage import Advantager
+from rlnb.stages.refill import DynamicSampling
+from rlnb.stages.reward import Rewarder
+from rlnb.stages.sample import Sampler
+from rlnb.stages.update import Updater
+
+
+@dataclass
+class Stages:
+    sampler: Sampler
+    rewarder: Rewarder
+    refill: DynamicSampling
+    advantager: Advantager
+    updater: Updater
+
+
+def build_stages(r, *, model, tokenizer, task, ref_model, value_head, optimizer, scheduler, generators: dict,
+                 reward_on_error: str, pass_rates) -> Stages:
+    """Sampler, Rewarder, dynamic sampling, Advantager and Updater for recipe ``r`` (rebuilt by
+    ``Trainer.reconfigure``: weights, optimizer and random streams are kept)."""
+    estimator = bind(ADVANTAGES[r.advantage], r)
+    greedy = not r.critic and "greedy_rewards" in extra_inputs(estimator)  # a greedy rollout as baseline
+    filters = [bind(FILTERS[f], r) for f in r.filters]
+    sampler = Sampler(model, tokenizer, temperature=r.temperature, top_p=r.top_p, max_new_tokens=r.max_new_tokens,
+                      ref_model=ref_model, fp32_lm_head=r.fp32_lm_head, value_head=value_head, topk=r.topk_logprobs,
+                      greedy=greedy, generator=generators["sample"])
+    rewarder = Rewarder.for_task(task, format_weight=r.format_weight, overlong_buffer=r.overlong_buffer,
+                                 max_new_tokens=r.max_new_tokens, kl_coef=r.beta if r.kl_in_reward else 0.0,
+                                 on_error=reward_on_error)
+    refill = DynamicSampling(filters, max_gen_rounds=r.max_gen_rounds, pass_rates=pass_rates)
+    advantager = Advantager(estimator, filters=filters, gae=bind(gae, r) if r.critic else None)
+    updater = Updater(
+        model, optimizer, scheduler, loss_fn=bind(POLICY_LOSSES[r.loss], r),
+        agg_fn=bind(AGGREGATIONS[r.aggregation], r), kl_fn=bind(KL_ESTIMATORS[r.kl_estimator], r),
+        beta=0.0 if r.kl_in_reward else r.beta, entropy_coef=r.entropy_coef, temperature=r.temperature,
+        num_iterations=r.num_iterations, num_mini_batches=r.num_mini_batches, max_grad_norm=r.max_grad_norm,
+        fp32_lm_head=r.fp32_lm_head, value_head=value_head, value_loss_fn=bind(value_loss, r),
+        vf_coef=r.vf_coef, token_mask=bind(top_entropy_mask, r), generator=generators["update"],
+    )
+    return Stages(sampler, rewarder, refill, advantager, updater)

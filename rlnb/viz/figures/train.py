@@ -1,0 +1,118 @@
+"""Pure figure builders for training: per-token entropy, the dashboard, the token X-ray.
+
+Like ``figures.py``: numbers in, ``plotly.graph_objects.Figure`` out, fixed trace order, unique names.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from rlnb.viz.figures.theme import COLORS, themed
+from rlnb.viz.figures.zoo import np_
+
+
+def masked(x, mask) -> np.ndarray:
+    """``x`` as a float array with NaN where ``mask`` is 0."""
+    out = np_(x).copy()
+    out[np_(mask) == 0] = np.nan
+    return out
+
+
+def gaps(a: np.ndarray) -> list:
+    """Nested lists with None for NaN: blank heatmap cells. (A FigureWidget cannot send NaN inside a
+    2-D array: it is not valid JSON; 1-D arrays travel as binary and may hold NaN.)"""
+    return np.where(np.isnan(a), None, a).tolist()
+
+
+def entropy_figure(*, token_entropy, mask, row_labels: Sequence[str], steps, entropy, target: float,
+                   coef, title: str = "Entropy") -> go.Figure:
+    """Per-token entropy of one batch (heatmap, top) and mean entropy over training with the
+    thermostat's target and the coefficient it would have used (bottom, coefficient on the right axis).
+
+    Traces: 0 ``token entropy``, 1 ``entropy``, 2 ``target``, 3 ``thermostat coef``.
+    """
+    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.14, row_heights=[0.45, 0.55],
+                        specs=[[{}], [{"secondary_y": True}]],
+                        subplot_titles=("per-token entropy of one batch (nats)", "entropy over training"))
+    z = gaps(masked(token_entropy, mask))
+    fig.add_heatmap(z=z, y=list(row_labels), colorscale="Viridis", name="token entropy", row=1, col=1,
+                    colorbar=dict(len=0.4, y=0.8), hovertemplate="%{y} t=%{x}: H=%{z:.3f}<extra></extra>")
+    s = list(steps)
+    fig.add_scatter(x=s, y=list(entropy), name="entropy", mode="lines", line_color=COLORS["pi"], row=2, col=1)
+    ends = [s[0], s[-1]] if s else []
+    fig.add_scatter(x=ends, y=[target] * len(ends), name="target", mode="lines", row=2, col=1,
+                    line=dict(color=COLORS["wrong"], dash="dash"))
+    fig.add_scatter(x=s, y=list(coef), name="thermostat coef", mode="lines", line=dict(color=COLORS["ref"]),
+                    row=2, col=1, secondary_y=True)
+    fig.update_yaxes(autorange="reversed", row=1, col=1)
+    fig.update_yaxes(title_text="coef", secondary_y=True, row=2, col=1)
+    fig.update_xaxes(title_text="step", row=2, col=1)
+    fig.update_layout(title=title, height=600, legend=dict(orientation="h", y=-0.12))
+    return themed(fig)
+
+
+# Metrics whose meaning has a colour everywhere in rlnb (right/wrong, clipped low/high).
+METRIC_COLORS = {
+    "accuracy": COLORS["right"], "completions/mean_length_correct": COLORS["right"],
+    "completions/mean_length_wrong": COLORS["wrong"], "clip_ratio/low_mean": COLORS["low"],
+    "clip_ratio/high_mean": COLORS["high"], "eval/pass@1": COLORS["accent"],
+}
+
+
+def dashboard_figure(*, series: dict, panels: Sequence[tuple[str, Sequence[str]]],
+                     title: str = "Training") -> go.Figure:
+    """One panel per ``(title, metric names)``; ``series`` maps a metric name to ``(steps, values)``
+    (None values leave gaps). Metrics without a series get an empty trace so the layout is fixed.
+
+    Traces: one per metric, in panel order, named by the metric.
+    """
+    cols = min(3, len(panels))
+    rows = math.ceil(len(panels) / cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[p[0] for p in panels], vertical_spacing=0.16,
+                        horizontal_spacing=0.07)
+    palette = [COLORS["pi"], COLORS["accent"], COLORS["ref"]]
+    for k, (_, names) in enumerate(panels):
+        for j, name in enumerate(names):
+            x, y = series.get(name, ([], []))
+            y = [None if v is None or v != v else v for v in y]        # None leaves a gap; NaN is not JSON
+            fig.add_scatter(x=list(x), y=y, name=name, mode="lines+markers" if len(x) < 30 else "lines",
+                            row=k // cols + 1, col=k % cols + 1,
+                            line_color=METRIC_COLORS.get(name, palette[j % len(palette)]),
+                            marker_size=4)
+    fig.update_layout(title=title, height=260 * rows + 80, legend=dict(orientation="h", y=-0.08))
+    return themed(fig)
+
+
+def xray_figure(*, tokens: Sequence[Sequence[str]], adv_ratio, mask, ratio, entropy, kl, weight, low, high,
+                row_labels: Sequence[str], title: str = "Token X-ray") -> go.Figure:
+    """A group's completions token by token, coloured by A x rho (blue pushed up, red pushed down),
+    with clipped tokens marked; hover shows ratio, entropy, KL and the weight on grad logp.
+    ``tokens`` are the token strings of each row; the other arrays are (rows, T); ``kl`` may be None.
+
+    Traces: 0 ``A x ratio`` (heatmap, token text in the cells), 1 ``clipped low``, 2 ``clipped high``.
+    """
+    z = masked(adv_ratio, mask)
+    rows, T = z.shape
+    text = [[(tokens[i][t] if t < len(tokens[i]) else "") for t in range(T)] for i in range(rows)]
+    kl = np.full(z.shape, np.nan) if kl is None else masked(kl, mask)
+    custom = np.stack([masked(ratio, mask), masked(entropy, mask), kl, masked(weight, mask)], axis=-1)
+    lim = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 1.0
+    fig = go.Figure(go.Heatmap(
+        z=gaps(z), text=text, texttemplate="%{text}", customdata=gaps(custom), name="A x ratio", colorscale="RdBu",
+        zmid=0, zmin=-lim, zmax=lim, xgap=2, ygap=2, colorbar=dict(title="A x rho"),
+        hovertemplate=("token '%{text}' (t=%{x})<br>A x rho %{z:.3f}<br>ratio %{customdata[0]:.3f}"
+                       "<br>entropy %{customdata[1]:.3f}<br>KL %{customdata[2]:.4f}"
+                       "<br>weight %{customdata[3]:.3f}<extra>%{y}</extra>")))
+    for name, flags, color in (("clipped low", low, COLORS["low"]), ("clipped high", high, COLORS["high"])):
+        r, t = np.nonzero(np.asarray(flags, dtype=bool) & (np_(mask) > 0))
+        fig.add_scatter(x=t, y=r, name=name, mode="markers", hoverinfo="skip",
+                        marker=dict(symbol="square-open", size=22, line_width=3, color=color))
+    fig.update_yaxes(autorange="reversed", tickmode="array", tickvals=list(range(rows)), ticktext=list(row_labels))
+    fig.update_xaxes(title_text="token position t", dtick=1)
+    fig.update_layout(title=title, height=120 + 44 * rows, legend=dict(orientation="h", y=-0.25))
+    return themed(fig)
