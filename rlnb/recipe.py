@@ -87,20 +87,21 @@ class Recipe:
                      choices="POLICY_LOSSES", trl="loss_type", group="loss")
     eps_low: float = knob("Lower clip range: the ratio is clipped below at 1 - eps_low (geo_mean: log rho at "
                           "-eps_low).", UNSET, symbol="ε_low",
-                          range="[0, 1]", slider=(0.0, 1.0, 0.01), trl="epsilon", group="loss")
+                          range="[0, 1]", slider=(0.0, 1.0, 0.01), trl="epsilon", group="loss", acts="ratio")
     eps_high: float = knob("Upper clip range: the ratio is clipped above at 1 + eps_high (geo_mean: log rho at "
                            "eps_high).", UNSET,
                            symbol="ε_high", range="[0, inf)", slider=(0.0, 1.0, 0.01), trl="epsilon_high",
-                           group="loss")
+                           group="loss", acts="ratio")
     aggregation: str = knob("How the per-token loss becomes a scalar, a key of rlnb.algos.AGGREGATIONS.",
                             "seq-mean-token-mean", choices="AGGREGATIONS", trl="loss_type", group="aggregation")
     dual_clip_c: float | None = knob("Dual-clip PPO: for A < 0 the loss is at most -A c (c > 1, verl uses 3); "
                                      "None = off.", UNSET, symbol="c", range="(1, inf)",
-                                     slider=(1.05, 10.0, 0.05), on=3.0, trl="delta", group="loss")
+                                     slider=(1.05, 10.0, 0.05), on=3.0, trl="delta", group="loss",
+                                     acts="ratio")
     cispo_cap: float | None = knob("CISPO's IS-weight cap. None = 1 + eps_high (MiniMax-M1, verl); a number = "
                                    "an absolute cap (TRL's epsilon_high with loss_type='cispo').", UNSET,
                                    range="(0, inf)", slider=(0.5, 10.0, 0.1), on=5.0, trl="epsilon_high",
-                                   group="loss")
+                                   group="loss", acts="ratio")
     tau_pos: float = knob("SAPO gate temperature for A > 0.", UNSET, symbol="τ_pos", range="(0, inf)",
                           slider=(0.1, 5.0, 0.05), trl="sapo_temperature_pos", group="loss")
     tau_neg: float = knob("SAPO gate temperature for A <= 0 (larger decays faster).", UNSET, symbol="τ_neg",

@@ -3,8 +3,8 @@ metrics write, of a checkpoint save or of the final writes leaves ``metrics.json
 ``checkpoint/`` describing the same steps, those steps are the uninterrupted run's, and ``--resume``
 finishes the run with the uninterrupted run's metrics.
 
-The signal is raised from a trace function at the N-th executed line of the run's own code (train_cli,
-trainer_state, checkpoint, loop): at the first line of every function the second step and the final writes
+The signal is raised from a trace function at the N-th executed line of the run's own code (cli/train,
+core/runtime, run/state, run/driver, run/checkpoint, loop, stages/runner): at the first line of every function the second step and the final writes
 run, and at the middle and last lines of the metrics write, the checkpoint save and the final writes."""
 
 import json
@@ -21,7 +21,8 @@ from rlnb.cli import main
 SMALL = ["--prompts-per-step", "2", "--num-generations", "2", "--max-new-tokens", "8", "--eval-n", "0",
          "--no-progress", "--save-every", "1"]
 ROOT = Path(rlnb.__file__).parent
-TRACED = {str(ROOT / f) for f in ("train_cli.py", "trainer_state.py", "checkpoint.py", "loop.py")}
+TRACED = {str(ROOT / f) for f in ("cli/train.py", "core/runtime.py", "run/state.py", "run/driver.py",
+                                   "run/checkpoint.py", "loop.py", "stages/runner.py")}
 WRITES = ("__call__", "_finish", "_atomic_write", "save")  # metrics line, checkpoint, final writes: more points
 
 
@@ -103,7 +104,7 @@ def test_the_points_cover_step_metrics_write_checkpoint_and_final_writes(referen
     _, picked, where = reference
     functions = {w[1] for w in where.values()}
     assert len(picked) >= 30
-    assert {"step", "_commit", "run", "run_steps", "save", "_meta", "_finish", "_atomic_write", "__call__",
+    assert {"step", "_commit", "run_steps", "save", "_meta", "_finish", "_atomic_write", "__call__",
             "rollback_on_error", "deferred_interrupt"} <= functions
 
 

@@ -191,3 +191,40 @@ def knob_table_markdown(cls) -> str:
         trl = f"`{k.trl}`" if k.trl else f"none: {k.no_trl}"
         lines.append(f"| `{name}` | {k.symbol or '-'} | {k.group} | {d} | {k.range or '-'} | {trl} | {k.doc} |")
     return "\n".join(lines)
+
+
+# --- which knobs can act ---------------------------------------------------------------------------
+OFF_POLICY_INPUTS = ("rollout_logp",)  # a loss input from another policy than the one differentiated
+RATIO_IS_ONE = "ratio is 1 with one update per batch: raise mu (num_iterations) or mini-batches"
+
+
+def ratio_can_leave_one(recipe) -> bool:
+    """Whether the policy ratio can differ from 1 in the loss: the batch is reused (mu > 1 or several
+    mini-batches), or the loss reads log-probs of another policy than the one it differentiates."""
+    if recipe.num_iterations > 1 or recipe.num_mini_batches > 1:
+        return True
+    return any(name in OFF_POLICY_INPUTS for name in extra_inputs(POLICY_LOSSES[recipe.loss]))
+
+
+def inert_knobs(recipe) -> dict[str, str]:
+    """``{knob: why it cannot act now}``: an entry knob that no chosen entry takes, and a knob declared
+    ``acts="ratio"`` while the ratio cannot leave 1. Read from the declarations and the chosen entries'
+    signatures, never from a list of names.
+
+    >>> from rlnb import recipes
+    >>> inert = inert_knobs(recipes.get("grpo"))
+    >>> inert["eps_low"], inert["cispo_cap"]
+    ('ratio is 1 with one update per batch: raise mu (num_iterations) or mini-batches', "the loss 'ppo_clip' does not take cispo_cap")
+    >>> "eps_low" in inert_knobs(recipes.get("grpo", num_iterations=2))
+    False
+    """
+    taken = {n for d in hyperparameters(recipe).values() for n in d}
+    out = {}
+    for name, k in type(recipe).knobs().items():
+        if k.entry and name not in taken:
+            field = STAGES.get(k.group)
+            chosen = f"the {k.group} {getattr(recipe, field)!r}" if field else "no chosen entry"
+            out[name] = f"{chosen} does not take {name}"
+        elif k.acts == "ratio" and not ratio_can_leave_one(recipe):
+            out[name] = RATIO_IS_ONE
+    return out

@@ -70,6 +70,7 @@ class Knob:
     name: str = ""                    # filled from the field
     kind: str = ""                    # from the annotation: int, float, bool, str, names
     optional: bool = False            # None is a legal value (its meaning is in ``doc``)
+    acts: str = ""                    # when it can act at all: "ratio" = only once the ratio can leave 1
 
     @property
     def flag(self) -> str:
@@ -87,13 +88,13 @@ class Knob:
 
 def knob(doc: str, default, *, symbol: str = "", range: str | None = None, slider=None, scale="linear",
          on=None, off=None, trl: str | None = None, no_trl: str = "", choices: str | None = None,
-         group: str = "") -> field:
+         group: str = "", acts: str = "") -> field:
     """A ``Recipe`` field with its declaration in ``metadata["knob"]``. ``default=UNSET`` marks an entry
     knob (the chosen registry entry's own default runs)."""
     if not trl and not no_trl:
         raise ValueError(f"knob {doc[:40]!r}: declare its TRL name (trl=) or why TRL has none (no_trl=)")
     spec = Knob(doc=doc, symbol=symbol, range=range, slider=slider, scale=scale, on=on, off=off, trl=trl,
-                no_trl=no_trl, choices=choices, group=group, entry=default is UNSET)
+                no_trl=no_trl, choices=choices, group=group, entry=default is UNSET, acts=acts)
     if isinstance(default, (list, dict, set)):
         return field(default_factory=lambda: type(default)(default), metadata={"knob": spec})
     return field(default=default, metadata={"knob": spec})

@@ -222,7 +222,8 @@ class LabLoop:
         """An in-memory copy of everything the next steps depend on (a ``Snapshot`` of the run, with
         weights and optimizer always), plus recipe, reference and the kept records."""
         t = self.trainer
-        return {"snap": snapshot(t, weights=True), "recipe": t.recipe, "ref": t.ref_model,
+        snap = snapshot(t, weights=True)
+        return {"snap": snap, "steps": snap.state.step, "recipe": t.recipe, "ref": t.ref_model,
                 "records": list(t.records), "changes": len(self.changes)}
 
     def keep(self) -> int:

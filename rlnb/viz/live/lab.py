@@ -18,6 +18,7 @@ import time
 import ipywidgets as widgets
 
 from rlnb import recipes as recipes_mod
+from rlnb.algos.resolve import inert_knobs
 from rlnb.core.knobs import UNSET
 from rlnb.recipe import Recipe
 from rlnb.run.lab_driver import LabLoop
@@ -26,7 +27,8 @@ from rlnb.viz.explorers.tokens import TokenXRay
 from rlnb.viz.live.dashboard import Dashboard
 from rlnb.viz.live.scenarios import SCENARIOS, describe
 
-KNOBS = ("eps_low", "eps_high", "beta", "lr", "temperature", "entropy_coef", "num_generations")
+KNOBS = ("num_iterations", "num_mini_batches", "eps_low", "eps_high", "beta", "lr", "temperature", "entropy_coef",
+         "num_generations")
 MAX_MARKS = 20  # dotted change lines drawn (the latest ones)
 BUTTONS = ("Play", "Pause", "Step", "Step stage", "Rewind")
 
@@ -90,6 +92,7 @@ class Lab:
         self.status = widgets.HTML()
         self.message = widgets.HTML()
         self.stage_view = widgets.HTML()
+        self.inert_view = widgets.HTML()  # which controls cannot act now, and why (data-rlnb-inert)
         self.xray, self.xray_box, self._xray_at = None, widgets.VBox([widgets.HTML("<i>Token X-ray: after the "
                                                                                   "first step</i>")]), 0.0
         self._syncing = False
@@ -231,8 +234,30 @@ class Lab:
             self.message.value = f"<span style='color:#D55E00'>{html.escape(self.loop.error)}</span>"
         if not self.loop.pending:
             self._sync_controls()
+        self._show_inert()
         if self.loop.state == "paused":
             self.dashboard.flush()
+
+    def inert(self) -> dict[str, str]:
+        """``{knob: why it cannot act}`` for this lab's controls, on the recipe the next step will run (the
+        pending changes applied): e.g. the clip ranges while every update is on-policy."""
+        recipe = self.trainer.recipe
+        try:
+            recipe = recipe.replace(**{k: v for k, v in self.loop.pending.items() if k in Recipe.knobs()})
+        except (TypeError, ValueError):
+            pass  # a pending value the step will refuse: show what runs now
+        return {k: why for k, why in inert_knobs(recipe).items() if k in self.controls}
+
+    def _show_inert(self) -> None:
+        inert = self.inert()
+        for name, w in self.controls.items():
+            w.disabled = name in inert
+        by_reason: dict[str, list[str]] = {}
+        for name, why in inert.items():
+            by_reason.setdefault(why, []).append(name)
+        lines = [f"<div class='rlnb-inert' data-rlnb-inert='{' '.join(names)}'><b>{', '.join(names)}</b> "
+                 f"cannot act: {html.escape(why)}</div>" for why, names in by_reason.items()]
+        self.inert_view.value = "<small>" + "".join(lines) + "</small>" if lines else ""
 
     def _show_scenario(self) -> None:
         self.scenario_text.value = f"<small>{html.escape(describe(self.scenario.value))}</small>"
@@ -245,7 +270,7 @@ class Lab:
             self._widget = LabBox([
                 widgets.HTML("<b>The lab</b>"), self.status,
                 row([self.buttons[b] for b in BUTTONS]), self.message,
-                row(list(self.controls.values())),
+                row(list(self.controls.values())), self.inert_view,
                 row([self.scenario, self.buttons["Set up"]]), self.scenario_text, self.stage_view,
                 self.dashboard.widget, self.xray_box])
             self._widget._lab_loop = self.loop
