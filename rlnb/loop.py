@@ -128,10 +128,11 @@ class Trainer(TrainerStateMixin):
         r = self.recipe
         estimator = bind(ADVANTAGES[r.advantage], r)
         greedy = not r.critic and "greedy_rewards" in extra_inputs(estimator)  # a greedy rollout as baseline
+        pi2 = not r.critic and "sum_pi_squared" in extra_inputs(estimator)     # the token baseline's path weights
         self.sampler = Sampler(self.model, self.tokenizer, temperature=r.temperature, top_p=r.top_p,
                                max_new_tokens=r.max_new_tokens, ref_model=self.ref_model, fp32_lm_head=r.fp32_lm_head,
                                value_head=self.value_head, topk=r.topk_logprobs, greedy=greedy,
-                               generator=self.generators["sample"])
+                               generator=self.generators["sample"], record_sum_pi_squared=pi2)
         self.rewarder = Rewarder.for_task(self.task, format_weight=r.format_weight, overlong_buffer=r.overlong_buffer,
                                           max_new_tokens=r.max_new_tokens, kl_coef=r.beta if r.kl_in_reward else 0.0,
                                           on_error=self.reward_on_error)
@@ -259,6 +260,7 @@ class Trainer(TrainerStateMixin):
         on-policy update (see ``Sampler``): the ratio is still exactly 1, one forward cheaper."""
         r = self.recipe
         skip = self.updater.on_policy and not (r.kl_in_reward and r.beta > 0) and not r.critic and not r.topk_logprobs
+        skip = skip and "old_logp" not in extra_inputs(self.advantager.estimator)  # the token baseline reads it
         self.sampler.recompute_old_logp = not skip
         try:
             yield

@@ -99,8 +99,7 @@ def needs_groups(estimator) -> bool:
     from rlnb.algos import extra_inputs
 
     rewards = torch.tensor([1.0, 0.0, 3.0])
-    extras = {name: torch.ones_like(rewards) for name in extra_inputs(estimator)}
-    return bool((estimator(rewards, 1, **extras) == 0).all())
+    return bool((estimator(rewards, 1, **probe_inputs(estimator, rewards)) == 0).all())
 
 
 def probe_advantage(estimator, G: int) -> None:
@@ -109,7 +108,16 @@ def probe_advantage(estimator, G: int) -> None:
     from rlnb.algos import extra_inputs
 
     rewards = torch.arange(G, dtype=torch.float32)
-    estimator(rewards, G, **{name: torch.ones_like(rewards) for name in extra_inputs(estimator)})
+    estimator(rewards, G, **probe_inputs(estimator, rewards))
+
+
+def probe_inputs(estimator, rewards: torch.Tensor) -> dict:
+    """The extra inputs for a probe: the entry's own ``probe_inputs(rewards)`` when it defines one (inputs
+    that are not (B,) tensors: GDPO's reward parts, the token baseline's (B, T) tensors), else ones."""
+    from rlnb.algos import extra_inputs
+
+    make = getattr(getattr(estimator, "func", estimator), "probe_inputs", None)
+    return make(rewards) if make is not None else {name: torch.ones_like(rewards) for name in extra_inputs(estimator)}
 
 
 def probe_loss(loss_fn) -> None:
