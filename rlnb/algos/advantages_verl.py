@@ -42,14 +42,25 @@ def _parts_matrix(rewards: torch.Tensor, reward_parts, reward_weights) -> tuple[
     return parts, w.expand_as(parts)
 
 
-def _whiten(x: torch.Tensor) -> torch.Tensor:
-    """(x - mean) / sqrt(var + 1e-8) over the batch, var with Bessel's correction (verl's masked_whiten)."""
-    var = ((x - x.mean()) ** 2).sum() / max(x.numel() - 1, 1)
-    return (x - x.mean()) * torch.rsqrt(var + 1e-8)
+def _whiten(x: torch.Tensor, mask) -> torch.Tensor:
+    """(x - mean) / sqrt(var + 1e-8) over the batch, var with Bessel's correction (verl's masked_whiten).
+
+    x (B,); with ``mask`` (B, T) each row counts once per valid token (x broadcast over its tokens, as
+    verl whitens), else once."""
+    if mask is None:
+        n = torch.ones_like(x)                                         # (B,)
+    else:
+        check_tensor("mask", mask, dim=2)
+        if mask.shape[0] != x.shape[0]:
+            raise ValueError(f"mask: expected ({x.shape[0]}, T) like rewards, got {tuple(mask.shape)}")
+        n = mask.to(x.dtype).sum(-1)                                   # (B,) tokens per row
+    mean = (n * x).sum() / n.sum().clamp(min=1)
+    var = (n * (x - mean) ** 2).sum() / (n.sum() - 1).clamp(min=1)
+    return (x - mean) * torch.rsqrt(var + 1e-8)
 
 
 @ADVANTAGES.register("gdpo")
-def gdpo(rewards: torch.Tensor, group_size: int, reward_parts=None, reward_weights=None, *,
+def gdpo(rewards: torch.Tensor, group_size: int, reward_parts=None, reward_weights=None, mask=None, *,
          unbiased: bool = True, eps: float = 1e-6) -> torch.Tensor:
     """GDPO (Group reward-Decoupled normalisation Policy Optimization, arXiv 2601.05242; verl 0.9.1's
     ``compute_gdpo_outcome_advantage``):
@@ -60,12 +71,12 @@ def gdpo(rewards: torch.Tensor, group_size: int, reward_parts=None, reward_weigh
     mixes of parts to the same advantage. GDPO normalises each part on its own first, so a group that
     differs only in format gets w_fmt times the advantage of a group that differs in correctness.
 
-    Shapes: rewards (B,), each reward_parts[k] (B,), reward_weights (K,) or (B, K) -> (B,). ``rewards``
+    Shapes: rewards (B,), each reward_parts[k] (B,), reward_weights (K,) or (B, K), mask (B, T) -> (B,). ``rewards``
     is only checked (the parts carry the signal). ``unbiased``, ``eps`` are GRPO's knobs; a part that is
     constant within a group contributes 0 there, and a singleton group (G = 1) gets 0 (``grpo``'s rule).
-    Conventions where verl differs: verl whitens the summed advantage over the batch's valid *tokens*
-    (each completion counted once per token); here over the B completions, each counted once (the
-    same when all completions have one length). verl reads the parts named in ``gdpo_reward_keys`` with
+    The batch whitening follows verl: over the batch's valid tokens (``mask``, which the Trainer passes),
+    so a completion counts once per token; without ``mask``, once per completion. Where verl differs:
+    verl reads the parts named in ``gdpo_reward_keys`` with
     weights ``gdpo_reward_weights`` (default 1); here every part the Rewarder summed, with the Rewarder's
     weights (``format_weight`` for ``format``). verl falls back to the total reward when no parts are
     given; here a missing ``reward_parts`` raises.
@@ -83,12 +94,13 @@ def gdpo(rewards: torch.Tensor, group_size: int, reward_parts=None, reward_weigh
     parts, w = _parts_matrix(r, reward_parts, reward_weights)          # (B, K), (B, K)
     per_part = torch.stack([grpo(parts[:, k].contiguous(), group_size, unbiased=unbiased, eps=eps)
                             for k in range(parts.shape[1])], dim=1)    # (B, K)
-    return _whiten((w * per_part).sum(dim=1))                          # (B,)
+    return _whiten((w * per_part).sum(dim=1), mask)                    # (B,)
 
 
-gdpo.extra_inputs = ("reward_parts", "reward_weights")
+gdpo.extra_inputs = ("reward_parts", "reward_weights", "mask")
 # what rlnb.validate's probes pass for them: one constant part (its advantage is 0), default weights
-gdpo.probe_inputs = lambda rewards: {"reward_parts": {"probe": torch.ones_like(rewards)}, "reward_weights": None}
+gdpo.probe_inputs = lambda rewards: {"reward_parts": {"probe": torch.ones_like(rewards)}, "reward_weights": None,
+                                     "mask": None}
 
 
 @ADVANTAGES.register("gpg")
