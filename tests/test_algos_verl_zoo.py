@@ -30,6 +30,19 @@ def test_straight_through_estimators_have_k2s_gradient_and_their_own_value(name,
     assert not torch.allclose(g, g_own)
 
 
+@pytest.mark.parametrize("name", ["k1+", "abs+"])
+def test_straight_through_gradient_averages_to_the_gradient_of_the_kl(name):
+    """Exact by enumeration over a categorical pi(theta): sum_x pi(x) grad est(x) = grad KL(pi || ref)."""
+    theta = torch.tensor([0.3, -1.0, 0.8, 0.1], dtype=F64, requires_grad=True)
+    ref = torch.log_softmax(torch.tensor([0.0, 0.5, -0.4, 1.2], dtype=F64), 0)
+    logp = torch.log_softmax(theta, 0)
+    (want,) = torch.autograd.grad((logp.exp() * (logp - ref)).sum(), theta, retain_graph=True)
+    (got,) = torch.autograd.grad((logp.exp().detach() * KL_ESTIMATORS[name](logp, ref)).sum(), theta, retain_graph=True)
+    torch.testing.assert_close(got, want)
+    (k1_own,) = torch.autograd.grad((logp.exp().detach() * KL_ESTIMATORS["k1"](logp, ref)).sum(), theta)
+    torch.testing.assert_close(k1_own, torch.zeros(4, dtype=F64), atol=1e-12, rtol=0)  # k1 alone pulls nothing
+
+
 # --- dro ------------------------------------------------------------------------------------------------
 
 def test_dro_weight_is_minus_the_gradient_and_starts_as_pg():
