@@ -43,14 +43,15 @@ def sum_pi_squared(logits: torch.Tensor, mask: torch.Tensor, *, temperature: flo
     return (probs ** 2).sum(-1) * mask.to(probs.dtype)                 # (B, T)
 
 
-def _token_input(name: str, value, rows: int, entry: str, like: torch.Tensor | None = None) -> torch.Tensor:
-    """A required (B, T) extra input as a float tensor, shaped like ``like`` (old_logp) when given."""
+def _token_input(name: str, value, rewards: torch.Tensor, entry: str, like: torch.Tensor | None = None) -> torch.Tensor:
+    """A required (B, T) extra input as a float tensor on the rewards' device, shaped like ``like``
+    (old_logp) when given."""
+    rows = rewards.shape[0]
     if value is None:
         raise ValueError(f"{name}: the advantage estimator {entry!r} needs a ({rows}, T) tensor (it is listed in "
                          f"its extra_inputs), got None")
     value = _as_float(check_tensor(name, value, dim=2, finite=True))
-    if like is not None:
-        check_same_device(**{name: value, "old_logp": like})
+    check_same_device(rewards=rewards, **{name: value})
     want = (rows, "T") if like is None else tuple(like.shape)
     if value.shape[0] != rows or (like is not None and value.shape != like.shape):
         raise ValueError(f"{name}: expected shape {want} (one row per reward), got {tuple(value.shape)}")
@@ -101,9 +102,9 @@ def _group_baseline(ret: torch.Tensor, W: torch.Tensor, m: torch.Tensor, G: int,
 def _optimal_token_baseline(rewards, group_size, old_logp, sum_pi_sq, mask, *, compact: bool, entry: str,
                             handle_zero_tail: bool, eps: float) -> torch.Tensor:
     r = _groups(rewards, group_size).reshape(-1)                       # (B,)
-    lp = _token_input("old_logp", old_logp, r.shape[0], entry)        # (B, T)
-    s2 = _token_input("sum_pi_squared", sum_pi_sq, r.shape[0], entry, lp)
-    m = _token_input("mask", mask, r.shape[0], entry, lp)
+    lp = _token_input("old_logp", old_logp, r, entry)                 # (B, T)
+    s2 = _token_input("sum_pi_squared", sum_pi_sq, r, entry, lp)
+    m = _token_input("mask", mask, r, entry, lp)
     check_mask(m)
     w = (1 - 2 * lp.exp() + s2) * m                                    # (B, T) ||d log pi(o_t) / d logits||^2
     W = w.cumsum(-1)                                                   # (B, T) path variance up to t

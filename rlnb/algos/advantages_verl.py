@@ -26,6 +26,7 @@ def _parts_matrix(rewards: torch.Tensor, reward_parts, reward_weights) -> tuple[
     cols = []
     for name, part in reward_parts.items():
         check_tensor(f"reward_parts[{name!r}]", part, finite=True)
+        check_same_device(rewards=rewards, **{f"reward_parts[{name!r}]": part})
         if part.shape != rewards.shape:
             raise ValueError(f"reward_parts[{name!r}]: expected shape {tuple(rewards.shape)} like rewards, "
                              f"got {tuple(part.shape)}")
@@ -33,8 +34,7 @@ def _parts_matrix(rewards: torch.Tensor, reward_parts, reward_weights) -> tuple[
     parts = torch.stack(cols, dim=1)                                  # (B, K)
     if reward_weights is None:                                        # verl's default: every weight 1
         return parts, torch.ones_like(parts)
-    w = torch.as_tensor(reward_weights, dtype=parts.dtype)
-    check_tensor("reward_weights", w, finite=True)
+    w = check_tensor("reward_weights", reward_weights, finite=True).to(parts.dtype)
     check_same_device(rewards=rewards, reward_weights=w)
     if w.shape not in ((parts.shape[1],), parts.shape):
         raise ValueError(f"reward_weights: expected ({parts.shape[1]},) or {tuple(parts.shape)} (one weight per "
@@ -50,7 +50,8 @@ def _whiten(x: torch.Tensor, mask) -> torch.Tensor:
     if mask is None:
         n = torch.ones_like(x)                                         # (B,)
     else:
-        check_tensor("mask", mask, dim=2)
+        check_tensor("mask", mask, dim=2, finite=True)
+        check_same_device(rewards=x, mask=mask)
         if mask.shape[0] != x.shape[0]:
             raise ValueError(f"mask: expected ({x.shape[0]}, T) like rewards, got {tuple(mask.shape)}")
         n = mask.to(x.dtype).sum(-1)                                   # (B,) tokens per row
