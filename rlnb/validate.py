@@ -95,9 +95,8 @@ def needs_groups(estimator) -> bool:
     """Whether an advantage estimator gives every singleton group (G = 1) a zero advantage: then it needs
     G >= 2 to learn anything. Probed on distinct rewards, so no estimator name is consulted. Extra
     inputs (``rlnb.algos.extra_inputs``: lengths, greedy rewards, all (B,)) are synthesised as ones: unit
-    lengths, a greedy reward of 1, neither of which makes distinct rewards' advantages vanish by itself."""
-    from rlnb.algos import extra_inputs
-
+    lengths, a greedy reward of 1, neither of which makes distinct rewards' advantages vanish by itself;
+    an entry with other kinds of inputs supplies its own (``probe_inputs``)."""
     rewards = torch.tensor([1.0, 0.0, 3.0])
     return bool((estimator(rewards, 1, **probe_inputs(estimator, rewards)) == 0).all())
 
@@ -105,8 +104,6 @@ def needs_groups(estimator) -> bool:
 def probe_advantage(estimator, G: int) -> None:
     """Call a bound estimator once on one group of G distinct rewards (extra inputs as in ``needs_groups``),
     so a setting it rejects (``pass_k`` larger than G) raises its own ValueError when the recipe is made."""
-    from rlnb.algos import extra_inputs
-
     rewards = torch.arange(G, dtype=torch.float32)
     estimator(rewards, G, **probe_inputs(estimator, rewards))
 

@@ -86,8 +86,6 @@ def test_gpg_is_dr_grpo_scaled_by_b_over_the_informative_rows():
     mixed = torch.tensor([1., 0., 0., 2., 3., 1.])                     # nothing saturated: alpha = 1
     torch.testing.assert_close(gpg(mixed, 3), ADVANTAGES["dr_grpo"](mixed, 3))
     torch.testing.assert_close(gpg(r, 4, gpg_alpha_nonzero=True), 16 / 8 * ADVANTAGES["dr_grpo"](r, 4))  # 8 nonzero
-    r2 = r.clone(); r2[0] = 2.0                                        # verl's count moves with the values: 8 nonzero
-    assert torch.equal(gpg(r2, 4, gpg_alpha_nonzero=True), 2 * ADVANTAGES["dr_grpo"](r2, 4))
     r3 = torch.tensor([1., 0., 0., 0., 1., 1., 1., 1.])                # 5 nonzero, 4 informative
     assert not torch.allclose(gpg(r3, 4, gpg_alpha_nonzero=True), gpg(r3, 4))
 
@@ -208,7 +206,7 @@ def test_tir_aligns_the_kth_valid_token_so_tool_tokens_do_not_shift_it():
 
 
 def test_token_baseline_tail_rule_and_singletons():
-    half = torch.full((2, 3), 0.5); mask = torch.tensor([[1., 1., 0.], [1., 1., 1.]])
+    half, mask = torch.full((2, 3), 0.5), torch.tensor([[1., 1., 0.], [1., 1., 1.]])
     on = ADVANTAGES["optimal_token_baseline"](torch.tensor([0., 1.]), 2, half.log() * mask, half * mask, mask)
     off = ADVANTAGES["optimal_token_baseline"](torch.tensor([0., 1.]), 2, half.log() * mask, half * mask, mask,
                                                handle_zero_tail=False)

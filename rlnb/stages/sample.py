@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
+from rlnb.algos import sum_pi_squared
 from rlnb.batch import Batch
 from rlnb.batch_checks import require
 from rlnb.evaluate import encode_prompts
-from rlnb.algos import sum_pi_squared
 from rlnb.forward import PolicyOut, completion_logits, completion_logprobs
 from rlnb.generate import sample
 from rlnb.validate import check_fields, context_length
