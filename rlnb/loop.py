@@ -11,7 +11,7 @@ import torch
 
 from rlnb import recipes as recipes_mod
 from rlnb import tasks as tasks_mod
-from rlnb.algos import PassRateHistory, ValueHead
+from rlnb.algos import PassRateHistory, ValueHead, extra_inputs
 from rlnb.batch import Batch
 from rlnb.core.checks import check_model, check_trainer_args
 from rlnb.core.runtime import Timer, check_hooks, deferred_interrupt, hash_seed
@@ -293,6 +293,7 @@ class Trainer:
         on-policy update (see ``Sampler``): the ratio is still exactly 1, one forward cheaper."""
         r = self.recipe
         skip = self.updater.on_policy and not (r.kl_in_reward and r.beta > 0) and not r.critic and not r.topk_logprobs
+        skip = skip and "old_logp" not in extra_inputs(self.advantager.estimator)  # the token baseline reads it
         self.sampler.recompute_old_logp = not skip
         try:
             yield

@@ -72,7 +72,8 @@ class Recipe:
                           trl="scale_rewards", group="advantage")
     unbiased: bool = knob("Std with Bessel's correction (divide by G-1) in the std normalisation.", UNSET,
                           group="advantage", no_trl="TRL's std always divides by N-1")
-    eps: float = knob("Epsilon in the advantage's denominator (GRPO's std, MaxRL's mean).", UNSET, symbol="ε",
+    eps: float = knob("Epsilon in the advantage's denominator (GRPO's std, MaxRL's mean, the optimal token "
+                      "baseline's path weight).", UNSET, symbol="ε",
                       range="(0, 1]", slider=(-9, -1, 0.5), scale="log", group="advantage",
                       no_trl="TRL divides by (std + 1e-4), a constant in its code")
     batch_std_centred: bool = knob("batch_norm: divide by the std of the group-centred rewards "
@@ -81,6 +82,12 @@ class Recipe:
     pass_k: int | None = knob("grpo_passk: train for the best of k samples (pass@k); None = k = G, the whole "
                               "group (verl's grpo_passk).", UNSET, symbol="k", range="[2, inf)", slider=(2, 16, 1),
                               on=2, group="advantage", no_trl="TRL has no pass@k advantage")
+    gpg_alpha_nonzero: bool = knob("gpg: alpha = B / (rows with a nonzero reward), verl 0.9.1's count, instead of "
+                                   "the paper's B / (B - M), M the rows of groups with equal rewards.", UNSET,
+                                   group="advantage", no_trl="TRL has no GPG advantage")
+    handle_zero_tail: bool = knob("Optimal token baseline: past the second-longest completion of a group, the "
+                                  "longest gets no baseline (A = r) instead of its own return (A = 0).", UNSET,
+                                  group="advantage", no_trl="TRL has no per-token optimal baseline")
 
     # --- policy loss ----------------------------------------------------------------------------
     loss: str = knob("Per-token policy loss, a key of rlnb.algos.POLICY_LOSSES.", "ppo_clip",
@@ -126,6 +133,9 @@ class Recipe:
     kl_cov_coef: float = knob("KL-Cov: coefficient of the |log rho| penalty (the paper's β, verl's ppo_kl_coef).",
                               UNSET, symbol="β_cov", range="[0, inf)", slider=(0.0, 5.0, 0.1), group="loss",
                               no_trl="TRL has no KL-Cov loss")
+    dro_beta: float = knob("DRO: coefficient of the quadratic penalty (beta/2)(logp - old_logp)^2; each token's "
+                           "optimum sits at log rho = A / beta (verl's policy_loss.dro_beta).", UNSET, symbol="β_DRO",
+                           range="(0, inf)", slider=(0.05, 5.0, 0.05), group="loss", no_trl="TRL has no DRO loss")
 
     # --- KL and entropy -------------------------------------------------------------------------
     beta: float = knob("KL coefficient; 0 skips the reference model entirely (kl_coef in TRL's PPOTrainer, "

@@ -97,7 +97,24 @@ def scalerl() -> Recipe:
                   filters=("zero_variance",), pass_rate_threshold=0.9)
 
 
-RECIPES = {f.__name__: f for f in (reinforce, ppo, grpo, rloo, dr_grpo, dapo, cispo, gspo, maxrl, dppo, scalerl)}
+def gpg() -> Recipe:
+    """GPG (Chu et al., arXiv 2504.02546): group-centred rewards scaled by alpha = B / (B - M) (M: rows of
+    groups with equal rewards), no std, plain REINFORCE loss averaged over the batch's tokens; no
+    clipping, no KL, no reference model."""
+    return Recipe(name="gpg", paper="GPG, arXiv 2504.02546", advantage="gpg", loss="pg", aggregation="token-mean",
+                  beta=0.0)
+
+
+def gdpo() -> Recipe:
+    """GDPO (arXiv 2601.05242): each reward part (correctness, format) group-normalised on its own, then
+    summed and whitened over the batch; GRPO's clipped loss and aggregation otherwise. The parts weigh
+    the same (format_weight 1, verl's default weights of 1)."""
+    return Recipe(name="gdpo", paper="GDPO, arXiv 2601.05242", advantage="gdpo", loss="ppo_clip", eps_low=0.2,
+                  eps_high=0.2, aggregation="seq-mean-token-mean", format_weight=1.0)
+
+
+RECIPES = {f.__name__: f for f in (reinforce, ppo, grpo, rloo, dr_grpo, dapo, cispo, gspo, maxrl, dppo, scalerl,
+                                   gpg, gdpo)}
 
 
 def names() -> list[str]:

@@ -14,7 +14,13 @@ from rlnb.algos.advantages import batch_norm, grpo, maxrl, rloo
 R = torch.tensor([1.0, 0.0, 0.0, 0.0])
 
 # plausible values for the (B,) extra inputs some entries take: completion lengths, greedy rewards
-EXTRAS = {"lengths": lambda r: 1 + torch.arange(len(r)) % 3, "greedy_rewards": lambda r: r.float().mean().expand(len(r))}
+EXTRAS = {"lengths": lambda r: 1 + torch.arange(len(r)) % 3, "greedy_rewards": lambda r: r.float().mean().expand(len(r)),
+          # GDPO's reward parts and weights; the optimal token baseline's (B, T) inputs (T = 3, ragged lengths)
+          "reward_parts": lambda r: {"correct": r.float(), "format": (r.float() > 0.5).float()},
+          "reward_weights": lambda r: torch.tensor([1.0, 0.5]),
+          "mask": lambda r: (torch.arange(3) < (1 + torch.arange(len(r)) % 3)[:, None]).float(),
+          "old_logp": lambda r: torch.full((len(r), 3), 0.5).log(),
+          "sum_pi_squared": lambda r: torch.full((len(r), 3), 0.5)}
 
 
 def _call(name, rewards, G):
@@ -153,7 +159,7 @@ def test_integer_and_bool_rewards_promote_to_float(name):
        st.sampled_from([1, 2, 4, 8]), st.sampled_from(sorted(ADVANTAGES)))
 def test_finite_outputs_for_finite_inputs(rewards, G, name):
     adv = _call(name, torch.tensor(rewards), G)
-    assert adv.shape == (8,) and torch.isfinite(adv).all()
+    assert adv.shape in ((8,), (8, 3)) and torch.isfinite(adv).all()   # (B, T): the optimal token baselines
 
 
 # --- GAE ------------------------------------------------------------------------------------------

@@ -15,10 +15,10 @@ EXACT_KL = float((P * (P.log() - Q.log())).sum())           # KL(pi || pi_ref) b
 
 
 def test_registry_names():
-    assert sorted(KL_ESTIMATORS) == ["abs", "k1", "k2", "k3", "k3+"]
+    assert sorted(KL_ESTIMATORS) == ["abs", "abs+", "k1", "k1+", "k2", "k3", "k3+"]
 
 
-@pytest.mark.parametrize("name", ["abs", "k2", "k3", "k3+"])
+@pytest.mark.parametrize("name", ["abs", "abs+", "k2", "k3", "k3+"])
 def test_nonnegative_estimators(name):
     d = torch.linspace(-20, 20, 4001, dtype=F64)
     assert torch.all(KL_ESTIMATORS[name](d, torch.zeros_like(d)) >= 0)
@@ -34,7 +34,7 @@ def _samples(n=200_000):
     return P.log()[x], Q.log()[x]
 
 
-@pytest.mark.parametrize("name", ["k1", "k3"])
+@pytest.mark.parametrize("name", ["k1", "k1+", "k3"])
 def test_unbiased_estimators_match_exact_kl(name):
     logp, ref = _samples()
     est = KL_ESTIMATORS[name](logp, ref)

@@ -11,13 +11,14 @@ REGISTRIES = {"ADVANTAGES": ADVANTAGES, "POLICY_LOSSES": POLICY_LOSSES, "AGGREGA
               "KL_ESTIMATORS": KL_ESTIMATORS, "FILTERS": FILTERS}
 
 NAMES = {
-    "ADVANTAGES": ["batch_norm", "dr_grpo", "grpo", "grpo_passk", "maxrl", "opo", "reinforce", "reinforce_baseline",
-                   "reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax", "rloo"],
-    "POLICY_LOSSES": ["cispo", "clip_cov", "dppo_kl", "dppo_topk_kl", "dppo_topk_tv", "dppo_tv", "geo_mean", "gspo",
-                      "kl_cov", "pg", "ppo_clip", "sapo"],
+    "ADVANTAGES": ["batch_norm", "dr_grpo", "gdpo", "gpg", "grpo", "grpo_passk", "maxrl", "opo", "optimal_token_baseline",
+                   "reinforce", "reinforce_baseline", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax",
+                   "rloo", "tir_optimal_token_baseline"],
+    "POLICY_LOSSES": ["cispo", "clip_cov", "dppo_kl", "dppo_topk_kl", "dppo_topk_tv", "dppo_tv", "dro", "geo_mean",
+                      "gspo", "kl_cov", "pg", "ppo_clip", "sapo"],
     "AGGREGATIONS": ["prompt-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm",
                      "token-mean", "token-sum"],
-    "KL_ESTIMATORS": ["abs", "k1", "k2", "k3", "k3+"],
+    "KL_ESTIMATORS": ["abs", "abs+", "k1", "k1+", "k2", "k3", "k3+"],
     "FILTERS": ["dynamic_sampling", "overlong", "zero_variance"],
 }
 

@@ -31,6 +31,9 @@ EXPECTED = {
     "dppo": ({"loss_type": "dapo"}, {"loss"}, {"eps", "warmup_steps", "num_mini_batches"}),
     "scalerl": ({"loss_type": "cispo", "scale_rewards": "batch", "epsilon_high": 5.0, "cast_lm_head_to_fp32": True},
                 {"pass_rate_threshold", "filters", "aggregation"}, {"eps", "warmup_steps"}),
+    "gpg": ({"loss_type": "dapo", "scale_rewards": "group", "beta": 0.0}, {"advantage", "loss"}, {"warmup_steps"}),
+    "gdpo": ({"loss_type": "grpo", "multi_objective_aggregation": "normalize_then_sum", "epsilon": 0.2,
+              "epsilon_high": 0.2}, set(), {"advantage", "warmup_steps"}),
 }
 COMMON = {"num_generations": 8, "max_completion_length": 32, "temperature": 1.0, "top_p": 1.0, "learning_rate": 1e-4,
           "warmup_steps": 10, "lr_scheduler_type": "constant_with_warmup", "use_bias_correction_kl": False,
@@ -48,7 +51,7 @@ def test_every_recipe_has_an_expectation_and_the_rule_lists_name_real_knobs():
 MOVED = {"num_generations": 4, "temperature": 0.7, "top_p": 0.9, "max_new_tokens": 24, "entropy_coef": 0.01,
          "lr": 3e-4, "warmup_steps": 3, "weight_decay": 0.01, "max_grad_norm": 0.5, "num_iterations": 2,
          "fp32_lm_head": True, "max_gen_rounds": 3, "pass_rate_threshold": 0.9, "topk_logprobs": 4,
-         "kl_in_reward": True, "kl_target": 0.1, "beta": 0.1}
+         "kl_in_reward": True, "kl_target": 0.1, "beta": 0.1, "gpg_alpha_nonzero": True, "handle_zero_tail": False}
 
 
 def _moved(name: str, k) -> object:

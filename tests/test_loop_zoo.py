@@ -92,7 +92,9 @@ def test_batch_concat_and_select_carry_string_extras_row_by_row():
 
 NEW = [("advantage", n) for n in ("reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax", "opo", "grpo_passk")] \
     + [("loss", n) for n in ("clip_cov", "kl_cov", "geo_mean")] + [("aggregation", "token-sum")] \
-    + [("kl_estimator", "abs")]
+    + [("kl_estimator", "abs")] \
+    + [("advantage", n) for n in ("gdpo", "gpg", "optimal_token_baseline", "tir_optimal_token_baseline")] \
+    + [("loss", "dro"), ("kl_estimator", "k1+"), ("kl_estimator", "abs+")]
 REGISTRY = {"advantage": ADVANTAGES, "loss": POLICY_LOSSES, "aggregation": AGGREGATIONS, "kl_estimator": KL_ESTIMATORS}
 
 

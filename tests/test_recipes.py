@@ -40,7 +40,7 @@ def test_recipe_lookup_and_overrides():
     with pytest.raises(TypeError, match="no field"):
         rlnb.recipes.get("grpo", epsilon=0.2)
     assert set(rlnb.recipes.names()) == {"reinforce", "ppo", "grpo", "rloo", "dr_grpo", "dapo", "cispo", "gspo",
-                                         "maxrl", "dppo", "scalerl"}
+                                         "maxrl", "dppo", "scalerl", "gpg", "gdpo"}
 
 
 def test_readme_recipe_table_is_generated_from_the_recipes():

@@ -122,6 +122,54 @@ def _adv_extra_row(name, fn, extra, what, make, err, msg):
             err, f"{extra}: " if msg != "needs" else f"{extra}: the advantage estimator")
 
 
+def _tokens(v=0.5, rows=4):
+    return torch.full((rows, 3), v)
+
+
+# entries whose extra inputs are not (B,) tensors: the optimal token baselines' (B, T) inputs, GDPO's parts
+TOKEN_EXTRA_BAD = [
+    ("missing", lambda: None, ValueError, "the advantage estimator"),
+    ("as a list", lambda: [[0.5] * 3] * 4, TypeError, "expected a torch.Tensor"),
+    ("with NaN", lambda: _tokens(NAN), ValueError, "expected finite values"),
+    ("with inf", lambda: _tokens(INF), ValueError, "expected finite values"),
+    ("of 3 rows", lambda: _tokens(rows=3), ValueError, "expected shape"),
+    ("of 1-D", lambda: R(0.5, 0.5, 0.5, 0.5), ValueError, "expected a 2-D tensor"),
+    ("on another device", lambda: torch.ones(4, 3, device=META), ValueError, "expected a tensor on"),
+]
+GDPO_BAD = [
+    ("reward_parts missing", dict(reward_parts=None), ValueError, "reward_parts: the advantage estimator"),
+    ("reward_parts as a tensor", dict(reward_parts=R(1.0, 0.0, 1.0, 1.0)), TypeError, "reward_parts: expected a non-empty dict"),
+    ("reward_parts with NaN", dict(reward_parts={"f": R(1.0, NAN, 1.0, 1.0)}), ValueError, "reward_parts['f']: expected finite"),
+    ("reward_parts of 3 rows", dict(reward_parts={"f": R(1.0, 1.0, 1.0)}), ValueError, "reward_parts['f']: expected shape (4,)"),
+    ("reward_parts on another device", dict(reward_parts={"f": torch.ones(4, device=META)}), ValueError,
+     "reward_parts['f']: expected a tensor on"),
+    ("reward_weights as a list", dict(reward_weights=[1.0, 0.5]), TypeError, "reward_weights: expected a torch.Tensor"),
+    ("reward_weights with inf", dict(reward_weights=R(1.0, INF)), ValueError, "reward_weights: expected finite"),
+    ("reward_weights of 3 parts", dict(reward_weights=R(1.0, 1.0, 1.0)), ValueError, "reward_weights: expected (2,) or (4, 2)"),
+    ("reward_weights on another device", dict(reward_weights=torch.ones(2, device=META)), ValueError,
+     "reward_weights: expected a tensor on"),
+    ("mask with NaN", dict(mask=_tokens(NAN)), ValueError, "mask: expected finite"),
+    ("mask of 3 rows", dict(mask=_tokens(rows=3)), ValueError, "mask: expected (4, T)"),
+    ("mask on another device", dict(mask=torch.ones(4, 3, device=META)), ValueError, "mask: expected a tensor on"),
+]
+
+
+def _token_extra_row(name, fn, extra, what, make, err, msg):
+    def call(c):
+        inputs = {"old_logp": _tokens().log(), "sum_pi_squared": _tokens(), "mask": torch.ones(4, 3), extra: make()}
+        return fn(R(1.0, 0.0, 1.0, 1.0), 2, **inputs)
+    return (f"advantage {name}: {extra} {what}", call, err, f"{extra}: {msg}")
+
+
+def _gdpo_row(what, change, err, msg):
+    parts = {"correct": R(1.0, 0.0, 1.0, 1.0), "format": R(1.0, 1.0, 0.0, 1.0)}
+    inputs = {"reward_parts": parts, "reward_weights": R(1.0, 0.5), "mask": torch.ones(4, 3), **change}
+    return (f"advantage gdpo: {what}", lambda c: ADVANTAGES["gdpo"](R(1.5, 0.5, 1.0, 1.5), 2, **inputs), err, msg)
+
+
+PER_ENTRY_EXTRAS = {"gdpo", "optimal_token_baseline", "tir_optimal_token_baseline"}  # rows of their own below
+
+
 AGG_BAD = [
     ("loss as a list", lambda: ([[1.0, 2.0]], torch.ones(1, 2)), TypeError, "loss: expected a torch.Tensor"),
     ("mask as a list", lambda: (torch.ones(1, 2), [[1, 1]]), TypeError, "mask: expected a torch.Tensor"),
@@ -172,7 +220,10 @@ GENERATED = (
     + [(f"advantage {n}: {what}", (lambda entry, mk: lambda c: entry(*mk()))(f, make), err, msg)
        for n, f in sorted(ADVANTAGES.items()) for what, make, err, msg in ADV_BAD]
     + [_adv_extra_row(n, f, x, *bad) for n, f in sorted(ADVANTAGES.items()) for x in extra_inputs(f)
-       for bad in ADV_EXTRA_BAD]
+       for bad in ADV_EXTRA_BAD if n not in PER_ENTRY_EXTRAS]
+    + [_token_extra_row(n, ADVANTAGES[n], x, *bad) for n in ("optimal_token_baseline", "tir_optimal_token_baseline")
+       for x in extra_inputs(ADVANTAGES[n]) for bad in TOKEN_EXTRA_BAD]
+    + [_gdpo_row(*bad) for bad in GDPO_BAD]
     + [_agg_row(n, f, *bad) for n, f in sorted(AGGREGATIONS.items()) for bad in AGG_BAD]
     + [(f"KL {n}: {what}", (lambda entry, mk: lambda c: entry(*mk()))(f, make), err, msg)
        for n, f in sorted(KL_ESTIMATORS.items()) for what, make, err, msg in KL_BAD]

@@ -8,7 +8,9 @@ Importing this package registers every entry. Look entries up by name::
 from rlnb.algos import (  # noqa: F401  (importing a module registers its entries)
     advantages,
     advantages_baselines,
+    advantages_otb,
     advantages_passk,
+    advantages_verl,
     advantages_whitened,
     aggregation,
     filters,
@@ -16,8 +18,10 @@ from rlnb.algos import (  # noqa: F401  (importing a module registers its entrie
     losses,
     losses_cov,
     losses_dppo,
+    losses_dro,
 )
 from rlnb.algos.advantages import ADVANTAGES, gae
+from rlnb.algos.advantages_otb import sum_pi_squared
 from rlnb.algos.aggregation import AGGREGATIONS
 from rlnb.algos.entropy import EntropyThermostat, entropy_bonus, top_entropy_mask
 from rlnb.algos.filters import FILTERS, PassRateHistory
@@ -33,5 +37,5 @@ __all__ = [
     "AdaptiveKLController", "EntropyThermostat", "LossOut", "PassRateHistory", "Registry",
     "ValueHead", "ValueLossOut",
     "bernoulli_kl", "bind", "entropy_bonus", "extra_inputs", "gae", "hyper_names", "kl_penalized_rewards", "kl_regularised_optimum", "knob_names",
-    "overlong_penalty", "top_entropy_mask", "topk_divergence", "value_loss",
+    "overlong_penalty", "sum_pi_squared", "top_entropy_mask", "topk_divergence", "value_loss",
 ]

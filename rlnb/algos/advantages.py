@@ -8,8 +8,9 @@ Entries that need more than the rewards (OPO's and REINFORCE++'s completion leng
 rewards) take those ``(B,)`` tensors as optional positional-or-keyword arguments after ``group_size``
 (default None, so they are not mistaken for hyperparameters), list their names in ``fn.extra_inputs``
 (read by ``rlnb.algos.extra_inputs``) and raise a ValueError naming the tensor when it is missing. More
-entries live in ``advantages_whitened`` (REINFORCE++), ``advantages_baselines`` (ReMax, OPO) and
-``advantages_passk`` (pass@k).
+entries live in ``advantages_whitened`` (REINFORCE++), ``advantages_baselines`` (ReMax, OPO),
+``advantages_passk`` (pass@k), ``advantages_verl`` (GDPO, GPG) and ``advantages_otb`` (the optimal token
+baselines, which return (B, T) advantages).
 
 Singleton groups (G = 1) have no within-group baseline: every group-relative entry defines their
 advantage as 0 (``reinforce`` alone returns the raw reward).

@@ -91,6 +91,44 @@ def abs_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     return (logp - ref_logp).abs()
 
 
+def _straight_through_k2(value: torch.Tensor, logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """k2 + sg(value - k2): ``value`` forward, k2's gradient d grad logp backward."""
+    low_var = k2(logp, ref_logp)
+    return low_var + (value - low_var).detach()
+
+
+@KL_ESTIMATORS.register("k1+")
+def k1_plus(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Straight-through "k1 value, k2 gradient" (Schulman 2020 estimators; verl's ``kl_loss_type="k1+"``, no
+    paper). The value is k1 = d, unbiased for KL(pi || pi_ref) (negative on some tokens); the gradient is
+    k2's, d grad logp. k1's own gradient is grad logp, whose mean under pi is 0: as a loss k1 alone pulls
+    nothing back toward pi_ref. Written k2 + sg(k1 - k2), the same trick as ``k3+``.
+
+    d = 1 and d = -0.5: values 1 and -0.5 (k1's), gradients 1 and -0.5 (k2's d; k1's would be 1 and 1).
+
+    >>> x = torch.tensor([1.0, -0.5], requires_grad=True); y = k1_plus(x, torch.zeros(2)); y.sum().backward()
+    >>> y.detach(), x.grad
+    (tensor([ 1.0000, -0.5000]), tensor([ 1.0000, -0.5000]))
+    """
+    return _straight_through_k2(k1(logp, ref_logp), logp, ref_logp)
+
+
+@KL_ESTIMATORS.register("abs+")
+def abs_plus(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Straight-through "|d| value, k2 gradient" (Schulman 2020 notation; verl's ``kl_loss_type="abs+"``, no
+    paper). The value is ``abs``'s |logp - ref_logp| (what you log); the gradient is k2's d grad logp, so
+    the pull toward pi_ref grows with the distance instead of ``abs``'s constant sign(d) grad logp.
+    Written k2 + sg(|d| - k2).
+
+    d = 2 and d = -1: values 2 and 1, gradients 2 and -1 (``abs`` alone would give 1 and -1).
+
+    >>> x = torch.tensor([2.0, -1.0], requires_grad=True); y = abs_plus(x, torch.zeros(2)); y.sum().backward()
+    >>> y.detach(), x.grad
+    (tensor([2., 1.]), tensor([ 2., -1.]))
+    """
+    return _straight_through_k2(abs_kl(logp, ref_logp), logp, ref_logp)
+
+
 def kl_penalized_rewards(rewards: torch.Tensor, logp: torch.Tensor, ref_logp: torch.Tensor,
                          mask: torch.Tensor, *, kl_coef: float = 0.05) -> torch.Tensor:
     """KL in the reward (InstructGPT / classic PPO-RLHF, RLOO): r_i - kl_coef * sum_t k1_{i,t} M_{i,t}.

@@ -159,17 +159,24 @@ def needs_groups(estimator) -> bool:
     """Whether an advantage estimator gives every singleton group (G = 1) a zero advantage: then it needs
     G >= 2 to learn anything. Probed on distinct rewards, so no estimator name is consulted. Extra
     inputs (``rlnb.algos.extra_inputs``: lengths, greedy rewards, all (B,)) are synthesised as ones: unit
-    lengths, a greedy reward of 1, neither of which makes distinct rewards' advantages vanish by itself."""
+    lengths, a greedy reward of 1, neither of which makes distinct rewards' advantages vanish by itself;
+    an entry with other kinds of inputs supplies its own (``probe_inputs``)."""
     rewards = torch.tensor([1.0, 0.0, 3.0])
-    extras = {name: torch.ones_like(rewards) for name in extra_inputs(estimator)}
-    return bool((estimator(rewards, 1, **extras) == 0).all())
+    return bool((estimator(rewards, 1, **probe_inputs(estimator, rewards)) == 0).all())
 
 
 def probe_advantage(estimator, G: int) -> None:
     """Call a bound estimator once on one group of G distinct rewards (extra inputs as in ``needs_groups``),
     so a setting it rejects (``pass_k`` larger than G) raises its own ValueError when the recipe is made."""
     rewards = torch.arange(G, dtype=torch.float32)
-    estimator(rewards, G, **{name: torch.ones_like(rewards) for name in extra_inputs(estimator)})
+    estimator(rewards, G, **probe_inputs(estimator, rewards))
+
+
+def probe_inputs(estimator, rewards: torch.Tensor) -> dict:
+    """The extra inputs for a probe: the entry's own ``probe_inputs(rewards)`` when it defines one (inputs
+    that are not (B,) tensors: GDPO's reward parts, the token baseline's (B, T) tensors), else ones."""
+    make = getattr(getattr(estimator, "func", estimator), "probe_inputs", None)
+    return make(rewards) if make is not None else {name: torch.ones_like(rewards) for name in extra_inputs(estimator)}
 
 
 def probe_loss(loss_fn) -> None:

@@ -24,6 +24,8 @@ TRL_STD_EPS = 1e-4  # TRL divides by (std + 1e-4), a constant in its code; rlnb'
 # rlnb advantage -> TRL scale_rewards (TRL always subtracts the group mean; the std is Bessel-corrected)
 SCALE_REWARDS = {"grpo": "group", "dr_grpo": "none", "reinforce_baseline": "none", "batch_norm": "batch"}
 STD_ADVANTAGES = {"grpo", "batch_norm"}  # the ones whose eps and unbiased matter
+# rlnb advantage -> TRL multi_objective_aggregation (GDPO: each reward function normalised in its group first)
+MULTI_OBJECTIVE = {"gdpo": "normalize_then_sum"}
 
 # (rlnb policy loss, aggregation) -> (TRL loss_type, importance_sampling_level). TRL's loss_type fixes the
 # aggregation: grpo/sapo = seq-mean-token-mean, dapo/cispo = token-mean over the generation batch,
@@ -113,6 +115,13 @@ def _advantage(r: Recipe, m: TRLMapping) -> None:
         m.unsupported.append(Gap("critic", True, "PPO with a value head is TRL's PPOTrainer, not GRPOTrainer; "
                                  "the TRL run uses group advantages (scale_rewards='group')"))
         m.kwargs["scale_rewards"] = "group"
+        return
+    if r.advantage in MULTI_OBJECTIVE:
+        m.kwargs.update(multi_objective_aggregation=MULTI_OBJECTIVE[r.advantage], scale_rewards="group")
+        m.differences.append(Gap("advantage", r.advantage, "TRL divides each reward function by (its group std + "
+                                 "1e-4) and the weighted sum by (its std over the batch's completions + 1e-4); "
+                                 "rlnb (as verl) uses eps for the first and whitens the sum over the batch's valid "
+                                 "tokens with sqrt(var + 1e-8)"))
         return
     if r.advantage not in SCALE_REWARDS:
         m.unsupported.append(Gap("advantage", r.advantage, "TRL's GRPOTrainer only has (r - group mean) "

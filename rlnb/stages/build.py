@@ -39,10 +39,11 @@ def build_stages(r, *, model, tokenizer, task, ref_model, value_head, optimizer,
     ``Trainer.reconfigure``: weights, optimizer and random streams are kept)."""
     estimator = bind(ADVANTAGES[r.advantage], r)
     greedy = not r.critic and "greedy_rewards" in extra_inputs(estimator)  # a greedy rollout as baseline
+    pi2 = not r.critic and "sum_pi_squared" in extra_inputs(estimator)     # the token baseline's path weights
     filters = [bind(FILTERS[f], r) for f in r.filters]
     sampler = Sampler(model, tokenizer, temperature=r.temperature, top_p=r.top_p, max_new_tokens=r.max_new_tokens,
                       ref_model=ref_model, fp32_lm_head=r.fp32_lm_head, value_head=value_head, topk=r.topk_logprobs,
-                      greedy=greedy, generator=generators["sample"])
+                      greedy=greedy, generator=generators["sample"], record_sum_pi_squared=pi2)
     rewarder = Rewarder.for_task(task, format_weight=r.format_weight, overlong_buffer=r.overlong_buffer,
                                  max_new_tokens=r.max_new_tokens, kl_coef=r.beta if r.kl_in_reward else 0.0,
                                  on_error=reward_on_error)

@@ -25,7 +25,8 @@ class Rewarder:
     Reads: ``completions``, ``answers``, ``prompts``; ``mask`` for overlong shaping; ``old_logp`` and
     ``ref_logp`` for a KL penalty in the reward.
     Writes: ``rewards`` (B,), ``reward_parts`` (name -> (B,)), ``correct`` (B,) (the part named
-    ``correct`` > 0, when there is one); ``extras["greedy_rewards"]`` (B,) when the Sampler wrote
+    ``correct`` > 0, when there is one); ``extras["reward_weights"]`` (B, K): each part's weight in the
+    total, in ``reward_parts``' order, so rewards = sum_k weights[:, k] * parts[k] (GDPO reads both); ``extras["greedy_rewards"]`` (B,) when the Sampler wrote
     ``extras["greedy_completions"]``: the weighted sum of the functions on each prompt's greedy completion
     (ReMax's baseline; the shaping terms below are not added to it).
 
@@ -86,6 +87,8 @@ class Rewarder:
         extras = {**batch.extras, "reward_errors": failed} if self.on_error == "zero" else dict(batch.extras)
         if "greedy_completions" in batch.extras:
             extras["greedy_rewards"] = self._greedy_rewards(batch)
+        weights = torch.tensor([self.weights.get(name, 1.0) for name in parts])     # (K,) shaping terms: 1
+        extras["reward_weights"] = weights.expand(batch.B, -1).clone()              # (B, K), parts' order
         return batch.replace(rewards=total.float(), reward_parts=parts, correct=correct, extras=extras)
 
     def _shaping(self, batch: Batch) -> dict[str, torch.Tensor]:

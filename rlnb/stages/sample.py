@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import torch
 
+from rlnb.algos import sum_pi_squared
 from rlnb.batch import Batch, require
 from rlnb.core.checks import context_length
-from rlnb.models.forward import PolicyOut, completion_logprobs
+from rlnb.models.forward import PolicyOut, completion_logits, completion_logprobs
 from rlnb.models.generate import encode_prompts, sample
 from rlnb.recipe import check_fields
 
@@ -19,7 +20,9 @@ class Sampler:
     ``completions``, ``old_logp``, ``rollout_logp``; ``ref_logp`` when a reference model is given; ``old_values`` with a
     value head (PPO's critic); ``extras["topk_ids"]``/``extras["old_topk_logp"]`` when ``topk`` > 0;
     ``extras["greedy_completions"]`` (B strings: each row's prompt's greedy completion) with ``greedy=True``,
-    for estimators whose baseline is a greedy rollout (ReMax's ``greedy_rewards``, scored by the Rewarder).
+    for estimators whose baseline is a greedy rollout (ReMax's ``greedy_rewards``, scored by the Rewarder);
+    ``extras["sum_pi_squared"]`` (B, T), sum_v pi_old(v)^2 at each completion position, with
+    ``record_sum_pi_squared=True`` (the optimal token baseline's path weights read it).
 
     ``old_logp`` is recomputed with one full forward pass through ``rlnb.models.forward.completion_logprobs``
     (the Updater's own function) rather than taken from the incremental sampling pass, so that before
@@ -36,7 +39,7 @@ class Sampler:
     def __init__(self, model, tokenizer, *, temperature: float = 1.0, top_p: float = 1.0,
                  max_new_tokens: int = 32, ref_model=None, fp32_lm_head: bool = False, value_head=None,
                  topk: int = 0, greedy: bool = False, generator: torch.Generator | None = None,
-                 recompute_old_logp: bool = True):
+                 recompute_old_logp: bool = True, record_sum_pi_squared: bool = False):
         check_fields({"topk": "topk_logprobs"}, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
                      fp32_lm_head=fp32_lm_head, topk=topk)
         ctx = context_length(model)
@@ -47,7 +50,7 @@ class Sampler:
         self.temperature, self.top_p, self.max_new_tokens = temperature, top_p, max_new_tokens
         self.fp32_lm_head, self.value_head, self.topk, self.greedy = fp32_lm_head, value_head, topk, greedy
         self.generator = generator if generator is not None else torch.Generator(device=self.device).manual_seed(0)
-        self.recompute_old_logp = recompute_old_logp
+        self.recompute_old_logp, self.record_sum_pi_squared = recompute_old_logp, bool(record_sum_pi_squared)
 
     def check_context(self, prompt_mask: torch.Tensor) -> None:
         """Prompt plus ``max_new_tokens`` must fit in the model's context window (when its config says)."""
@@ -89,6 +92,7 @@ class Sampler:
                 if self.ref_model is not None:
                     ref = completion_logprobs(self.ref_model, *inputs, temperature=self.temperature,
                                               fp32_lm_head=self.fp32_lm_head)
+                pi2 = self._sum_pi_squared(inputs) if self.record_sum_pi_squared else None
             greedy = self._greedy(prompt_ids, prompt_mask, batch.group_size) if self.greedy else None
         finally:
             self.model.train(was_training)
@@ -97,6 +101,8 @@ class Sampler:
             extras.update(topk_ids=old.topk_ids.cpu(), old_topk_logp=old.topk_logp.cpu())
         if greedy is not None:
             extras["greedy_completions"] = greedy
+        if pi2 is not None:
+            extras["sum_pi_squared"] = pi2.cpu()
         cpu = lambda t: None if t is None else t.cpu()  # noqa: E731  the Batch lives on the CPU
         return batch.replace(
             prompt_ids=cpu(prompt_ids), prompt_mask=cpu(prompt_mask), completion_ids=cpu(completion_ids),
@@ -105,6 +111,11 @@ class Sampler:
             old_logp=cpu(old.logp), rollout_logp=cpu(rollout), ref_logp=None if ref is None else cpu(ref.logp), old_values=cpu(old.values),
             extras=extras,
         )
+
+    def _sum_pi_squared(self, inputs) -> torch.Tensor:
+        """(B, T) sum_v pi_old(v)^2 at the sampling temperature: one forward that keeps the full logits."""
+        logits, _ = completion_logits(self.model, *inputs, fp32_lm_head=self.fp32_lm_head)  # (B, T, V)
+        return sum_pi_squared(logits, inputs[3], temperature=self.temperature)
 
     def _greedy(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, G: int) -> list[str]:
         """One argmax completion per prompt (the first row of each group), decoded and repeated over the
