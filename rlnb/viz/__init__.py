@@ -1,7 +1,8 @@
 """Widgets for rlnb: move a slider, see the mechanism. Figures are plotly, controls ipywidgets.
 
 - Explorers: ``AdvantageExplorer``, ``ClipExplorer``, ``KLExplorer``, ``AggregationExplorer``,
-  ``EntropyView`` (``rlnb.viz.widgets``), and the ``TokenXRay`` (``rlnb.viz.tokens``).
+  ``EntropyView`` (``rlnb.viz.widgets``), ``GAEExplorer`` (``rlnb.viz.explore_gae``), and the ``TokenXRay``
+  (``rlnb.viz.tokens``).
 - ``Dashboard``: live training curves as a ``Trainer.run`` callback (``rlnb.viz.dashboard``).
 - ``Lab``: the loop's control panel: play / pause / step / rewind, knobs turned while it trains.
 - Pure figure builders, usable without a kernel: ``rlnb.viz.figures``, ``rlnb.viz.figures_train``.
@@ -13,6 +14,7 @@
 
 from rlnb.viz.backend import get_backend, set_backend
 from rlnb.viz.dashboard import Dashboard
+from rlnb.viz.explore_gae import GAEExplorer
 from rlnb.viz.lab import Lab
 from rlnb.viz.source import show_source
 from rlnb.viz.theme import get_theme, set_theme
@@ -20,6 +22,6 @@ from rlnb.viz.tokens import TokenXRay
 from rlnb.viz.widgets import AdvantageExplorer, AggregationExplorer, ClipExplorer, EntropyView, KLExplorer
 
 __all__ = [
-    "AdvantageExplorer", "AggregationExplorer", "ClipExplorer", "Dashboard", "EntropyView", "KLExplorer", "Lab",
-    "TokenXRay", "get_backend", "get_theme", "set_backend", "set_theme", "show_source",
+    "AdvantageExplorer", "AggregationExplorer", "ClipExplorer", "Dashboard", "EntropyView", "GAEExplorer", "KLExplorer",
+    "Lab", "TokenXRay", "get_backend", "get_theme", "set_backend", "set_theme", "show_source",
 ]
