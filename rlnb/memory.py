@@ -115,10 +115,11 @@ def decoder_activation_bytes(model, *, batch: int, seq: int) -> int:
                                   use_cache=False)
 
 
-def trunk_activation_bytes(config, *, batch: int, seq: int, seed: int = 0) -> int:
+def trunk_activation_bytes(config, *, batch: int, seq: int, dtype: torch.dtype = torch.float32, seed: int = 0) -> int:
     """The decoder trunk's training activations for a model of ``config`` without building all of it:
     measured on random 1- and 2-layer copies (a small vocabulary: the embedding saves only the token ids)
-    and extended linearly, ``base + n_layers * per_layer``, since every layer is the same shape. Exact when
+    and extended linearly, ``base + n_layers * per_layer``, since every layer is the same shape; ``dtype`` is
+    the compute precision (bf16 for a mixed-precision run: what it saves is what it computes in). Exact when
     the layers are identical (tested against a full model); a 24-layer, 0.5B-parameter shape runs in seconds.
     """
     from transformers import AutoModelForCausalLM
@@ -131,7 +132,7 @@ def trunk_activation_bytes(config, *, batch: int, seq: int, seed: int = 0) -> in
             d["layer_types"] = d["layer_types"][:n]
         cfg = config.__class__.from_dict(d)
         torch.manual_seed(seed)
-        sizes.append(decoder_activation_bytes(AutoModelForCausalLM.from_config(cfg), batch=batch, seq=seq))
+        sizes.append(decoder_activation_bytes(AutoModelForCausalLM.from_config(cfg).to(dtype), batch=batch, seq=seq))
     per_layer = sizes[1] - sizes[0]
     return sizes[0] + (config.num_hidden_layers - 1) * per_layer
 
