@@ -30,7 +30,8 @@ def gae_figure(*, adv, mask, labels: Sequence[str], lams, spread, error=None, la
     fig = make_subplots(rows=1, cols=2, column_widths=[0.62, 0.38], horizontal_spacing=0.12, subplot_titles=(
         f"per-token advantage A_t (γ = {gamma:.2f}, λ = {lam:.2f})", "bias / variance over λ"))
     text = None if tokens is None else [list(t) + [""] * (a.shape[1] - len(t)) for t in tokens]
-    fig.add_heatmap(z=a, x=list(range(a.shape[1])), y=list(labels), name="advantages", colorscale="RdBu",
+    z = [[None if np.isnan(x) else float(x) for x in row] for row in a]  # None, not NaN: widget messages are JSON
+    fig.add_heatmap(z=z, x=list(range(a.shape[1])), y=list(labels), name="advantages", colorscale="RdBu",
                     zmid=0, zmin=-lim or -1, zmax=lim or 1, text=text, texttemplate="%{text}" if text else None,
                     hovertemplate="token %{x}: A = %{z:.3f}<extra>%{y}</extra>",
                     colorbar=dict(title="A_t", x=0.57, len=0.9), row=1, col=1)
