@@ -240,3 +240,52 @@ def crash_step(fn, *, strict: bool = True) -> bool:
              (lambda r, d: next((i for i, x in enumerate(r) if x < max(r) - d), None),
               "the maximum must be over the steps so far, not over the whole run (a later peak is not known yet)")]
     return _with_hints("crash_step", fn, _crash_step, cases, hints, strict)
+
+
+def _gae_one(rewards, values, gamma, lam):
+    adv, _ = algos.gae(rewards[None], values[None], torch.ones(1, len(rewards)), gamma=gamma, lam=lam,
+                       whiten_advantages=False)
+    return adv[0]
+
+
+def gae_by_hand(fn, *, strict: bool = True) -> bool:
+    """``fn(rewards (T,), values (T,), gamma, lam) -> (T,)``: GAE advantages of one completion, no whitening;
+    the state after the last token is terminal (V = 0) (notebook 04)."""
+    r, v = torch.tensor([0.0, 0.0, 1.0]), torch.tensor([0.5, 0.25, 0.75])
+    cases = [(r, v, 1.0, 1.0), (r, v, 1.0, 0.0), (r, v, 0.9, 0.5), (torch.tensor([0.2, -0.1, 0.0, 1.0]),
+             torch.tensor([0.1, 0.4, 0.3, 0.9]), 0.95, 0.8)]
+
+    def no_terminal(r, v, g, lam):  # bootstraps from the last value again instead of V = 0
+        return _gae_one(r + g * torch.cat([torch.zeros(len(v) - 1), v[-1:]]), v, g, lam)
+
+    def lam_ignored(r, v, g, lam):
+        return _gae_one(r, v, g, 1.0)
+
+    hints = [(lambda r, v, g, lam: _gae_one(r, v, g, lam) + v, "that is the return A_t + V_t; the advantage is the "
+              "return minus V_t"),
+             (no_terminal, "after the last token the episode is over: V = 0 there, nothing to bootstrap from"),
+             (lam_ignored, "the recursion is A_t = delta_t + gamma * lambda * A_{t+1}: lambda multiplies too")]
+    return _with_hints("gae_by_hand", fn, _gae_one, cases, hints, strict)
+
+
+def _value_clip(values, old_values, returns, eps):
+    return algos.value_loss(values, old_values, returns, torch.ones_like(values), cliprange_value=eps).loss
+
+
+def value_clip(fn, *, strict: bool = True) -> bool:
+    """``fn(values, old_values, returns, eps) -> per-token loss``: PPO's clipped value loss,
+    1/2 max((V - R)^2, (V_clip - R)^2) with V_clip = old_V + clip(V - old_V, -eps, eps) (notebook 04)."""
+    v, old = torch.tensor([1.0, 0.1, -1.0, 0.3, 0.0]), torch.zeros(5)
+    ret = torch.tensor([1.0, 1.0, 0.0, -0.5, 0.4])
+    cases = [(v, old, ret, 0.2), (v, old + 0.2, ret, 0.5), (v[None], old[None] - 0.3, ret[None], 0.1)]
+
+    def clipped_min(v, o, R, e):
+        return 0.5 * torch.minimum((v - R) ** 2, (o + (v - o).clamp(-e, e) - R) ** 2)
+
+    def around_target(v, o, R, e):
+        return 0.5 * torch.maximum((v - R) ** 2, (R + (v - R).clamp(-e, e) - R) ** 2)
+
+    hints = [(clipped_min, "PPO keeps the larger (pessimistic) of the two squared errors: max, not min"),
+             (around_target, "clip V's move around the rollout's old value old_V, not around the target R"),
+             (lambda v, o, R, e: 2 * _value_clip(v, o, R, e), "the loss has a factor 1/2 in front")]
+    return _with_hints("value_clip", fn, _value_clip, cases, hints, strict)

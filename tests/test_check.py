@@ -142,3 +142,35 @@ def test_hack_share_and_crash_step_accept_the_right_answer_and_name_the_mistake(
     out = capsys.readouterr().out
     assert "running max" in out and "Not yet" in out
     assert ck._hack_share(_t.tensor([1.0, 0.0]), _t.tensor([False, False])) == 0.5  # by hand: 1 of 2 paid, 0 right
+
+
+def test_gae_by_hand_and_value_clip_accept_the_right_answer_and_name_the_mistake(capsys):
+    import torch as _t
+
+    import rlnb.check as ck
+
+    def gae_ok(r, v, gamma, lam):
+        adv, nxt_a, nxt_v = _t.zeros_like(v), 0.0, 0.0
+        for t in reversed(range(len(r))):
+            nxt_a = r[t] + gamma * nxt_v - v[t] + gamma * lam * nxt_a
+            nxt_v = v[t]
+            adv[t] = nxt_a
+        return adv
+
+    assert ck.gae_by_hand(gae_ok) is True
+    # by hand: r = (0, 0, 1), V = (.5, .25, .75), gamma = lam = 1 -> A_t = 1 - V_t
+    assert ck._gae_one(_t.tensor([0.0, 0.0, 1.0]), _t.tensor([0.5, 0.25, 0.75]), 1.0, 1.0).tolist() == [0.5, 0.75, 0.25]
+    assert ck.gae_by_hand(lambda r, v, g, lam: gae_ok(r, v, g, lam) + v, strict=False) is False
+    assert "return minus V_t" in capsys.readouterr().out
+    assert ck.gae_by_hand(lambda r, v, g, lam: gae_ok(r, v, g, 1.0), strict=False) is False
+    assert "lambda multiplies" in capsys.readouterr().out
+
+    def clip_ok(v, o, R, e):
+        return 0.5 * _t.maximum((v - R) ** 2, (o + (v - o).clamp(-e, e) - R) ** 2)
+
+    assert ck.value_clip(clip_ok) is True
+    assert ck.value_clip(lambda v, o, R, e: 0.5 * _t.minimum((v - R) ** 2, (o + (v - o).clamp(-e, e) - R) ** 2),
+                         strict=False) is False
+    assert "max, not min" in capsys.readouterr().out
+    assert ck.value_clip(lambda v, o, R, e: 0.5 * (v - R) ** 2, strict=False) is False  # forgot the clip: no hint fits
+    assert "Not yet" in capsys.readouterr().out

@@ -14,7 +14,8 @@ from rlnb.viz.explorers.aggregation import AggregationExplorer
 from rlnb.viz.explorers.base import Explorer
 from rlnb.viz.explorers.clip import ClipExplorer
 from rlnb.viz.explorers.entropy import EntropyView
+from rlnb.viz.explorers.gae import GAEExplorer
 from rlnb.viz.explorers.kl import KLExplorer
 from rlnb.viz.explorers.tokens import TokenXRay
 
-__all__ = ["AdvantageExplorer", "AggregationExplorer", "ClipExplorer", "EntropyView", "Explorer", "KLExplorer", "TokenXRay"]
+__all__ = ["AdvantageExplorer", "AggregationExplorer", "ClipExplorer", "EntropyView", "Explorer", "GAEExplorer", "KLExplorer", "TokenXRay"]
