@@ -240,3 +240,5 @@ def crash_step(fn, *, strict: bool = True) -> bool:
              (lambda r, d: next((i for i, x in enumerate(r) if x < max(r) - d), None),
               "the maximum must be over the steps so far, not over the whole run (a later peak is not known yet)")]
     return _with_hints("crash_step", fn, _crash_step, cases, hints, strict)
+
+from rlnb.check_mechanics import clip_weight, k3_pull, per_token_weight  # noqa: E402,F401  (chapters 05, 06, 08)

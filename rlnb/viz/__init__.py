@@ -14,6 +14,7 @@
 from rlnb.viz.backend import get_backend, set_backend
 from rlnb.viz.dashboard import Dashboard
 from rlnb.viz.lab import Lab
+from rlnb.viz.seed_bands import seed_bands, seed_bars
 from rlnb.viz.source import show_source
 from rlnb.viz.theme import get_theme, set_theme
 from rlnb.viz.tokens import TokenXRay
@@ -21,5 +22,5 @@ from rlnb.viz.widgets import AdvantageExplorer, AggregationExplorer, ClipExplore
 
 __all__ = [
     "AdvantageExplorer", "AggregationExplorer", "ClipExplorer", "Dashboard", "EntropyView", "KLExplorer", "Lab",
-    "TokenXRay", "get_backend", "get_theme", "set_backend", "set_theme", "show_source",
+    "TokenXRay", "get_backend", "get_theme", "seed_bands", "seed_bars", "set_backend", "set_theme", "show_source",
 ]
