@@ -30,18 +30,18 @@ def band_stats(curves: list[list[float]]) -> tuple[list[float], list[float], lis
 
 
 def seed_bands(runs: dict[str, list[list[float]]], *, x: list | None = None, title: str, xaxis: str = "step",
-               yaxis: str, label: str = "") -> go.Figure:
+               yaxis: str, label: str = "", colors: dict | None = None) -> go.Figure:
     """One mean line per arm with a shaded min..max band over its seeds.
 
     ``runs``: arm -> per-seed curves (equal lengths); ``x`` defaults to 1..n; ``label`` is added to each
-    legend entry ("live", "shipped"). Colours: ``theme.recipe_color(arm)``.
+    legend entry ("live", "shipped"). Colours: ``colors[arm]`` if given, else ``theme.recipe_color(arm)``.
     """
     _check_runs(runs)
     fig = go.Figure()
     for arm, curves in runs.items():
         mean, lo, hi = band_stats(curves)
         xs = list(x) if x is not None else list(range(1, len(mean) + 1))
-        color = theme.recipe_color(arm)
+        color = (colors or {}).get(arm) or theme.recipe_color(arm)
         if len(curves) > 1:
             fig.add_scatter(x=xs + xs[::-1], y=hi + lo[::-1], fill="toself", line=dict(width=0, color=color),
                             opacity=0.2, showlegend=False, hoverinfo="skip")
@@ -53,11 +53,13 @@ def seed_bands(runs: dict[str, list[list[float]]], *, x: list | None = None, tit
     return theme.themed(fig)
 
 
-def seed_bars(groups: dict[str, dict[str, list[float]]], *, title: str, yaxis: str, label: str = "") -> go.Figure:
-    """Grouped bars: per series (colour) and group (x position) the mean over seeds, error bars from the
-    smallest to the largest seed, and every seed as a dot.
+def seed_bars(groups: dict[str, dict[str, list[float]]], *, title: str, yaxis: str, label: str = "",
+              colors: dict | None = None) -> go.Figure:
+    """Grouped bars: per series (colour) and group (x position) the mean over seeds, with error bars from
+    the smallest to the largest seed (none when there is one value).
 
-    ``groups``: series -> {x-group -> per-seed values}.
+    ``groups``: series -> {x-group -> per-seed values}; ``colors``: series -> colour (default
+    ``theme.recipe_color(series)``).
     """
     if not isinstance(groups, dict) or not groups:
         raise ValueError(f"groups: expected a non-empty dict of series -> {{group -> per-seed values}}, got {groups!r}")
@@ -67,11 +69,13 @@ def seed_bars(groups: dict[str, dict[str, list[float]]], *, title: str, yaxis: s
             raise ValueError(f"groups[{series!r}]: expected at least one value per group")
         xs = list(by_x)
         mean = [sum(v) / len(v) for v in by_x.values()]
-        color = theme.recipe_color(series)
+        color = (colors or {}).get(series) or theme.recipe_color(series)
         n = max(len(v) for v in by_x.values())
-        fig.add_bar(x=xs, y=mean, name=f"{series} (mean of {n} seeds{', ' + label if label else ''})",
+        seeds = f"mean of {n} seeds, bars min..max" if n > 1 else "exact"
+        fig.add_bar(x=xs, y=mean, name=f"{series} ({seeds}{', ' + label if label else ''})",
                     marker_color=color, offsetgroup=series,
-                    error_y=dict(type="data", symmetric=False, array=[max(v) - m for v, m in zip(by_x.values(), mean)],
-                                 arrayminus=[m - min(v) for v, m in zip(by_x.values(), mean)]))
+                    error_y=None if n == 1 else dict(
+                        type="data", symmetric=False, array=[max(v) - m for v, m in zip(by_x.values(), mean)],
+                        arrayminus=[m - min(v) for v, m in zip(by_x.values(), mean)]))
     fig.update_layout(title=title, yaxis_title=yaxis, barmode="group", height=380, legend=dict(orientation="h", y=-0.25))
     return theme.themed(fig)
