@@ -38,3 +38,24 @@ def test_seed_bands_rejects_bad_runs(bad):
 def test_seed_bars_rejects_an_empty_group():
     with pytest.raises(ValueError, match="groups"):
         seed_bars({"a": {"x": []}}, title="t", yaxis="y")
+
+
+def test_block_explorer_matches_fp64_at_every_block_width_and_reacts_to_its_sliders():
+    import torch
+
+    from rlnb.viz import BlockExplorer
+    from rlnb.viz.block_explorer import online_lse_trace
+
+    z = torch.tensor([1000.0, 999.0, -float("inf"), 3.0, 998.5], dtype=torch.float64)   # huge logits, a masked one
+    for block in (1, 2, 3, 5, 8):
+        out = online_lse_trace(z, block)
+        assert abs(out["lse"] - float(torch.logsumexp(z, 0))) < 1e-12
+        p = torch.softmax(z, 0)
+        assert abs(out["H"] - float(-(p[p > 0] * p[p > 0].log()).sum())) < 1e-12
+    ex = BlockExplorer(block=64)
+    assert ex.values["blocks"] == 79 and ex.values["|lse - fp64|"] < 1e-9      # ceil(5000 / 64)
+    ex.controls["block"].value = 4096
+    ex.controls["V"].value = 100
+    assert ex.values["blocks"] == 1 and ex.n_updates == 2 and ex.values["|H - fp64|"] < 1e-9
+    with pytest.raises(ValueError, match="block"):
+        online_lse_trace(z, 0)

@@ -12,6 +12,7 @@
 """
 
 from rlnb.viz.backend import get_backend, set_backend
+from rlnb.viz.block_explorer import BlockExplorer
 from rlnb.viz.dashboard import Dashboard
 from rlnb.viz.lab import Lab
 from rlnb.viz.seed_bands import seed_bands, seed_bars
@@ -21,6 +22,6 @@ from rlnb.viz.tokens import TokenXRay
 from rlnb.viz.widgets import AdvantageExplorer, AggregationExplorer, ClipExplorer, EntropyView, KLExplorer
 
 __all__ = [
-    "AdvantageExplorer", "AggregationExplorer", "ClipExplorer", "Dashboard", "EntropyView", "KLExplorer", "Lab",
+    "AdvantageExplorer", "AggregationExplorer", "BlockExplorer", "ClipExplorer", "Dashboard", "EntropyView", "KLExplorer", "Lab",
     "TokenXRay", "get_backend", "get_theme", "seed_bands", "seed_bars", "set_backend", "set_theme", "show_source",
 ]
