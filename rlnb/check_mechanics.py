@@ -1,5 +1,8 @@
 """Exercise checkers with hints for the mechanics chapters (05 ratio and clipping, 06 KL and entropy, 08
 aggregation). Reached as ``rlnb.check.<name>``; each names the common wrong answers when it sees one.
+
+``rlnb.check`` imports this module at its end, so the shared ``_with_hints`` is imported inside each checker:
+importing this module first then works too (no half-initialised circle).
 """
 
 from __future__ import annotations
@@ -7,8 +10,6 @@ from __future__ import annotations
 import math
 
 import torch
-
-from rlnb.check import _with_hints
 
 EPS_LOW, EPS_HIGH = 0.2, 0.28  # asymmetric on purpose: a solution that swaps them fails
 
@@ -37,6 +38,8 @@ def clip_weight(fn, *, strict: bool = True) -> bool:
         (lambda r, a: a[:, None] * r * ~(((a[:, None] > 0) & (r > 1 + EPS_LOW)) | ((a[:, None] < 0) & (r < 1 - EPS_HIGH))),
          "eps_high bounds the ratio above (it matters for A > 0), eps_low below (A < 0): you swapped them"),
     ]
+    from rlnb.check import _with_hints
+
     return _with_hints("clip_weight", fn, _clip_weight, cases, hints, strict)
 
 
@@ -53,6 +56,8 @@ def k3_pull(fn, *, strict: bool = True) -> bool:
              (lambda d: 1 - torch.exp(-d), "right size, wrong sign: the pull is minus the derivative (the loss is minimised)"),
              (lambda d: -d, "that is k2's pull (-d k2/d log pi = -d); k3's derivative is 1 - exp(-d)"),
              (lambda d: -torch.ones_like(d), "that is k1's pull: -1 on every token whatever d")]
+    from rlnb.check import _with_hints
+
     return _with_hints("k3_pull", fn, _k3_pull, cases, hints, strict)
 
 
@@ -77,4 +82,6 @@ def per_token_weight(fn, *, strict: bool = True) -> bool:
               "divide by the number of sequences B too: the weights of all tokens must sum to 1 (token-mean, seq-mean)"),
              (lambda n, name, L: 1.0 / (len(n) * n.to(torch.float64)),
               "that is seq-mean-token-mean for every normaliser; token-mean and the constant L weigh every token the same")]
+    from rlnb.check import _with_hints
+
     return _with_hints("per_token_weight", fn, _per_token_weight, cases, hints, strict)
