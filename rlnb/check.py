@@ -147,7 +147,24 @@ def online_logsumexp(fn, *, strict: bool = True) -> bool:
              (torch.randn(5, 37, generator=g, dtype=torch.float64) * 4, 8),
              (torch.randn(3, 10, generator=g, dtype=torch.float64), 64),
              (torch.tensor([[-inf, -inf, 0.0, 1.0, -inf], [2.0, -inf, -inf, -inf, 1.0]], dtype=torch.float64), 2)]
-    return _compare("online_logsumexp", fn, lambda x, block: torch.logsumexp(x, -1), cases, strict=strict)
+    hints = [(lambda x, b: torch.stack([x[:, i:i + b].exp().sum(-1) for i in range(0, x.shape[1], b)]).sum(0).log(),
+              "exp of a raw logit overflows near 89 in fp32 and 710 in fp64: subtract the running max first"),
+             (lambda x, b: _online_lse(x, b, start=-float("inf")),
+              "a first block of all -inf gives -inf - (-inf) = nan: start the running max at a finite -3e38"),
+             (lambda x, b: _online_lse(x, b, rescale=False),
+              "when a block raises the max from m to m', the sum so far must be rescaled by exp(m - m')")]
+    return _with_hints("online_logsumexp", fn, lambda x, block: torch.logsumexp(x, -1), cases, hints, strict)
+
+
+def _online_lse(x, block, *, start=-3.0e38, rescale=True):
+    """The online logsumexp with one step optionally wrong (the hints' model of a mistake)."""
+    m, s = torch.full(x.shape[:1], start, dtype=x.dtype), torch.zeros(x.shape[:1], dtype=x.dtype)
+    for i in range(0, x.shape[1], block):
+        z = x[:, i:i + block]
+        m_new = torch.maximum(m, z.max(1).values)
+        s = s * (torch.exp(m - m_new) if rescale else 1) + torch.exp(z - m_new[:, None]).sum(1)
+        m = m_new
+    return m + torch.log(s)
 
 
 def final_number(fn, *, strict: bool = True) -> bool:
@@ -157,7 +174,16 @@ def final_number(fn, *, strict: bool = True) -> bool:
     texts = ["Mia has 4 * 12 = 48 pencils, gives 9 away: 48 - 9 = 39.\n#### 39", "so 1,200 in total",
              "I do not know.", "", "It costs $1,234.50 in all.", "The answer is 7.", "x = 10. y = 20.5.",
              "It dropped to -3 degrees", "#### 100.00", "5 - 3 = 2, so #### 2", "He pays 0.50 each."]
-    return _compare("final_number", fn, _final_number, [(t,) for t in texts], strict=strict)
+    import re
+
+    nums = lambda t: re.findall(r"-?[0-9][0-9,]*(?:\.[0-9]+)?", t.rsplit("####", 1)[-1])  # noqa: E731
+    hints = [(lambda t: (_final_number(nums(t)[0]) if nums(t) else None),
+              "take the last number (the answer comes at the end of the reasoning), not the first"),
+             (lambda t: (nums(t)[-1].rstrip("0").rstrip(".") if "." in nums(t)[-1] else nums(t)[-1]) if nums(t) else None,
+              "remove the thousands separators: '1,200' is the number 1200"),
+             (lambda t: nums(t)[-1].replace(",", "") if nums(t) else None,
+              "drop trailing decimal zeros ('3.50' -> '3.5', '100.00' -> '100'): the reference answer is written that way")]
+    return _with_hints("final_number", fn, _final_number, [(t,) for t in texts], hints, strict)
 
 
 def dynamic_sampling_keep(fn, *, strict: bool = True) -> bool:

@@ -44,3 +44,27 @@ def test_k3_pull_names_the_mistake(capsys):
 def test_per_token_weight_names_the_mistake(capsys):
     assert check.per_token_weight(lambda n, name, L: 1 / (len(n) * n.double()), strict=False) is False
     assert "seq-mean-token-mean for every normaliser" in capsys.readouterr().out
+
+
+def test_online_logsumexp_and_final_number_name_the_mistake(capsys):
+    def no_rescale(x, block):
+        m, s = torch.full(x.shape[:1], -3.0e38, dtype=x.dtype), torch.zeros(x.shape[:1], dtype=x.dtype)
+        for i in range(0, x.shape[1], block):
+            z = x[:, i:i + block]
+            m_new = torch.maximum(m, z.max(1).values)
+            s = s + torch.exp(z - m_new[:, None]).sum(1)             # forgot to rescale by exp(m - m_new)
+            m = m_new
+        return m + torch.log(s)
+
+    assert check.online_logsumexp(no_rescale, strict=False) is False
+    assert "rescaled" in capsys.readouterr().out
+    import re
+
+    from rlnb.tasks.gsm8k import final_number
+
+    def first_number(text):                                           # the first number, otherwise done right
+        found = re.findall(r"-?[0-9][0-9,]*(?:\.[0-9]+)?", text.rsplit("####", 1)[-1])
+        return final_number(found[0]) if found else None
+
+    assert check.final_number(first_number, strict=False) is False
+    assert "last number" in capsys.readouterr().out
