@@ -37,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="any other GRPOConfig field, e.g. --trl save_steps=100 --trl 'report_to=\"wandb\"'")
     p.add_argument("--dry-run", action="store_true", help="print the export and exit")
     p.add_argument("--quiet", action="store_true", help="do not print the export report")
+    p.add_argument("--rank-report", type=Path, default=None, metavar="DIR",
+                   help="after training, each process writes DIR/rank<R>.json (steps, losses, a weight checksum)")
     _add_recipe_flags(p)
     return p
 
@@ -82,4 +84,8 @@ def main(argv=None):
                                       task_type="CAUSAL_LM")
     trainer = exp.trainer(model, tokenizer, train_dataset=exp.dataset(seed=args.seed), peft_config=peft_config)
     trainer.train()
+    if args.rank_report is not None:
+        from rlnb.export.rank_report import write_rank_report
+
+        write_rank_report(trainer, args.rank_report)
     return trainer

@@ -12,44 +12,11 @@ from __future__ import annotations
 import torch
 
 from rlnb import algos
+from rlnb.check.base import _compare, _same, _with_hints  # noqa: F401  (shared by every checker)
 from rlnb.models.generate import top_p_filter as _top_p_filter
 from rlnb.run.evaluate import pass_at_k as _pass_at_k
 from rlnb.studies.scaling import sigmoid_curve as _sigmoid_curve
 from rlnb.tasks.gsm8k import final_number as _final_number
-
-
-def _compare(name: str, fn, ref, cases: list[tuple], atol: float = 1e-5, strict: bool = True) -> bool:
-    try:
-        _run_cases(name, fn, ref, cases, atol)
-    except AssertionError as e:
-        if strict:
-            raise
-        print(f"Not yet. {e}")
-        return False
-    print(f"{name}: all {len(cases)} cases match the library. Well done!")
-    return True
-
-
-def _run_cases(name: str, fn, ref, cases: list[tuple], atol: float) -> None:
-    for i, args in enumerate(cases):
-        expected = ref(*args)
-        try:
-            got = fn(*args)
-        except Exception as e:  # show the learner their own error, with the input that caused it
-            raise AssertionError(f"{name}: your function raised {type(e).__name__}: {e} on case {i}: {args}") from e
-        if not _same(got, expected, atol):
-            raise AssertionError(f"{name}: case {i} differs.\n  input:    {args!r}\n  yours:    {got!r}\n  expected: {expected!r}")
-
-
-def _same(got, expected, atol: float) -> bool:
-    """Strings and None (answer extractors) must be equal; numbers and tensors close."""
-    if expected is None or isinstance(expected, str):
-        return type(got) is type(expected) and got == expected
-    try:
-        got_t, exp_t = torch.as_tensor(got, dtype=torch.float64), torch.as_tensor(expected, dtype=torch.float64)
-    except (TypeError, ValueError, RuntimeError):
-        return False
-    return got_t.shape == exp_t.shape and torch.allclose(got_t, exp_t, atol=atol, rtol=1e-4, equal_nan=True)
 
 
 def _reward_cases(seed: int = 0) -> list[tuple]:
@@ -147,7 +114,24 @@ def online_logsumexp(fn, *, strict: bool = True) -> bool:
              (torch.randn(5, 37, generator=g, dtype=torch.float64) * 4, 8),
              (torch.randn(3, 10, generator=g, dtype=torch.float64), 64),
              (torch.tensor([[-inf, -inf, 0.0, 1.0, -inf], [2.0, -inf, -inf, -inf, 1.0]], dtype=torch.float64), 2)]
-    return _compare("online_logsumexp", fn, lambda x, block: torch.logsumexp(x, -1), cases, strict=strict)
+    hints = [(lambda x, b: torch.stack([x[:, i:i + b].exp().sum(-1) for i in range(0, x.shape[1], b)]).sum(0).log(),
+              "exp of a raw logit overflows near 89 in fp32 and 710 in fp64: subtract the running max first"),
+             (lambda x, b: _online_lse(x, b, start=-float("inf")),
+              "a first block of all -inf gives -inf - (-inf) = nan: start the running max at a finite -3e38"),
+             (lambda x, b: _online_lse(x, b, rescale=False),
+              "when a block raises the max from m to m', the sum so far must be rescaled by exp(m - m')")]
+    return _with_hints("online_logsumexp", fn, lambda x, block: torch.logsumexp(x, -1), cases, hints, strict)
+
+
+def _online_lse(x, block, *, start=-3.0e38, rescale=True):
+    """The online logsumexp with one step optionally wrong (the hints' model of a mistake)."""
+    m, s = torch.full(x.shape[:1], start, dtype=x.dtype), torch.zeros(x.shape[:1], dtype=x.dtype)
+    for i in range(0, x.shape[1], block):
+        z = x[:, i:i + block]
+        m_new = torch.maximum(m, z.max(1).values)
+        s = s * (torch.exp(m - m_new) if rescale else 1) + torch.exp(z - m_new[:, None]).sum(1)
+        m = m_new
+    return m + torch.log(s)
 
 
 def final_number(fn, *, strict: bool = True) -> bool:
@@ -157,7 +141,16 @@ def final_number(fn, *, strict: bool = True) -> bool:
     texts = ["Mia has 4 * 12 = 48 pencils, gives 9 away: 48 - 9 = 39.\n#### 39", "so 1,200 in total",
              "I do not know.", "", "It costs $1,234.50 in all.", "The answer is 7.", "x = 10. y = 20.5.",
              "It dropped to -3 degrees", "#### 100.00", "5 - 3 = 2, so #### 2", "He pays 0.50 each."]
-    return _compare("final_number", fn, _final_number, [(t,) for t in texts], strict=strict)
+    import re
+
+    nums = lambda t: re.findall(r"-?[0-9][0-9,]*(?:\.[0-9]+)?", t.rsplit("####", 1)[-1])  # noqa: E731
+    hints = [(lambda t: (_final_number(nums(t)[0]) if nums(t) else None),
+              "take the last number (the answer comes at the end of the reasoning), not the first"),
+             (lambda t: (nums(t)[-1].rstrip("0").rstrip(".") if "." in nums(t)[-1] else nums(t)[-1]) if nums(t) else None,
+              "remove the thousands separators: '1,200' is the number 1200"),
+             (lambda t: nums(t)[-1].replace(",", "") if nums(t) else None,
+              "drop trailing decimal zeros ('3.50' -> '3.5', '100.00' -> '100'): the reference answer is written that way")]
+    return _with_hints("final_number", fn, _final_number, [(t,) for t in texts], hints, strict)
 
 
 def dynamic_sampling_keep(fn, *, strict: bool = True) -> bool:
@@ -181,26 +174,6 @@ def scalerl_curve(fn, *, strict: bool = True) -> bool:
 
 
 # --- checkers with hints: a wrong answer that matches a known mistake gets told which one -----------------
-
-def _with_hints(name: str, fn, ref, cases: list[tuple], hints: list[tuple], strict: bool) -> bool:
-    """``_compare``, and on a mismatch: for each ``(mistake_fn, hint)`` that ``fn`` agrees with on every
-    case, print the hint (the common mistakes of the exercise)."""
-    try:
-        _run_cases(name, fn, ref, cases, 1e-6)
-    except AssertionError as e:
-        for mistake, hint in hints:
-            try:
-                _run_cases(name, fn, mistake, cases, 1e-6)
-            except AssertionError:
-                continue
-            print(f"Hint: {hint}")
-        if strict:
-            raise
-        print(f"Not yet. {e}")
-        return False
-    print(f"{name}: all {len(cases)} cases match. Well done!")
-    return True
-
 
 def _hack_share(rewards, correct):
     return float(((rewards > 0) & ~correct).float().mean())
@@ -289,3 +262,4 @@ def value_clip(fn, *, strict: bool = True) -> bool:
              (around_target, "clip V's move around the rollout's old value old_V, not around the target R"),
              (lambda v, o, R, e: 2 * _value_clip(v, o, R, e), "the loss has a factor 1/2 in front")]
     return _with_hints("value_clip", fn, _value_clip, cases, hints, strict)
+from rlnb.check.mechanics import clip_weight, k3_pull, per_token_weight  # noqa: E402,F401  (chapters 05, 06, 08)

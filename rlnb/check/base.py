@@ -1,0 +1,60 @@
+"""What every exercise checker shares: run the learner's function on cases against the library's reference,
+and name the likely mistake when an answer matches a known wrong one (``_with_hints``)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def _compare(name: str, fn, ref, cases: list[tuple], atol: float = 1e-5, strict: bool = True) -> bool:
+    try:
+        _run_cases(name, fn, ref, cases, atol)
+    except AssertionError as e:
+        if strict:
+            raise
+        print(f"Not yet. {e}")
+        return False
+    print(f"{name}: all {len(cases)} cases match the library. Well done!")
+    return True
+
+
+def _run_cases(name: str, fn, ref, cases: list[tuple], atol: float) -> None:
+    for i, args in enumerate(cases):
+        expected = ref(*args)
+        try:
+            got = fn(*args)
+        except Exception as e:  # show the learner their own error, with the input that caused it
+            raise AssertionError(f"{name}: your function raised {type(e).__name__}: {e} on case {i}: {args}") from e
+        if not _same(got, expected, atol):
+            raise AssertionError(f"{name}: case {i} differs.\n  input:    {args!r}\n  yours:    {got!r}\n  expected: {expected!r}")
+
+
+def _same(got, expected, atol: float) -> bool:
+    """Strings and None (answer extractors) must be equal; numbers and tensors close."""
+    if expected is None or isinstance(expected, str):
+        return type(got) is type(expected) and got == expected
+    try:
+        got_t, exp_t = torch.as_tensor(got, dtype=torch.float64), torch.as_tensor(expected, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        return False
+    return got_t.shape == exp_t.shape and torch.allclose(got_t, exp_t, atol=atol, rtol=1e-4, equal_nan=True)
+
+
+def _with_hints(name: str, fn, ref, cases: list[tuple], hints: list[tuple], strict: bool) -> bool:
+    """``_compare``, and on a mismatch: for each ``(mistake_fn, hint)`` that ``fn`` agrees with on every
+    case, print the hint (the common mistakes of the exercise)."""
+    try:
+        _run_cases(name, fn, ref, cases, 1e-6)
+    except AssertionError as e:
+        for mistake, hint in hints:
+            try:
+                _run_cases(name, fn, mistake, cases, 1e-6)
+            except AssertionError:
+                continue
+            print(f"Hint: {hint}")
+        if strict:
+            raise
+        print(f"Not yet. {e}")
+        return False
+    print(f"{name}: all {len(cases)} cases match. Well done!")
+    return True
