@@ -2,7 +2,7 @@
 
 Three layers, each importing only the ones above it:
 
-- ``rlnb.viz.figures.zoo``: pure builders, data in, plotly figure out, testable without a kernel (``zoo``: the
+- ``rlnb.viz.figures``: pure builders, data in, plotly figure out, testable without a kernel (``zoo``: the
   explorers' figures; ``train``: dashboard, entropy, token X-ray; ``seeds``: several seeds as a band or
   error bars (``seed_bands``, ``seed_bars``); ``compute``: the numbers they plot;
   ``theme``: light/dark, human labels, one colour per recipe).
@@ -29,9 +29,9 @@ from rlnb.viz.explorers import (
     KLExplorer,
     TokenXRay,
 )
+from rlnb.viz.figures import compute, theme
 from rlnb.viz.figures.seeds import seed_bands, seed_bars
 from rlnb.viz.figures.theme import get_theme, set_theme
-from rlnb.viz.figures.zoo import compute, theme
 from rlnb.viz.live import Dashboard, Lab
 from rlnb.viz.source import show_source
 
