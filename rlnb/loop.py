@@ -40,6 +40,7 @@ from rlnb.stages import (
     make_optimizer,
     set_schedule,
 )
+from rlnb.stages.credit import PrefixValuer
 from rlnb.trainer_state import Timer, TrainerStateMixin, check_hooks, deferred_interrupt, hash_seed
 from rlnb.validate import check_model, check_trainer_args
 
@@ -88,7 +89,7 @@ class Trainer(TrainerStateMixin):
         self.ref_model = ref_model
         device = next(model.parameters()).device  # sampling draws on the model's device; shuffling on the CPU
         self.generators = {name: torch.Generator(device=device if name != "update" else "cpu").manual_seed(
-            hash_seed(seed, name)) for name in ("sample", "update", "dropout")}  # dropout: see trainer_state
+            hash_seed(seed, name)) for name in ("sample", "update", "dropout", "credit")}  # dropout: see trainer_state
         small = sum(p.numel() for p in model.parameters()) <= KEEP_START_PARAMS
         self._start_weights = ({k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
                                if small and ref_model is None else None)  # for reconfigure(beta=...) mid-run
@@ -135,6 +136,9 @@ class Trainer(TrainerStateMixin):
         self.rewarder = Rewarder.for_task(self.task, format_weight=r.format_weight, overlong_buffer=r.overlong_buffer,
                                           max_new_tokens=r.max_new_tokens, kl_coef=r.beta if r.kl_in_reward else 0.0,
                                           on_error=self.reward_on_error)
+        self.valuer = (PrefixValuer(self.model, self.tokenizer, self.task, K=r.mc_rollouts, temperature=r.temperature,
+                                    top_p=r.top_p, max_new_tokens=r.max_new_tokens, generator=self.generators["credit"])
+                       if not r.critic and "prefix_values" in extra_inputs(estimator) else None)  # VinePPO's values
         self.advantager = Advantager(estimator, filters=[bind(FILTERS[f], r) for f in r.filters],
                                      gae=bind(gae, r) if r.critic else None)
         self.updater = Updater(
@@ -242,6 +246,9 @@ class Trainer(TrainerStateMixin):
         emit = lambda stage, b: [cb.on_stage(self, stage, b) for cb in callbacks]  # noqa: E731
         with self.rollback_on_error(), self._stepping(), self._old_logp_from_update():
             batch = self.rollout.step(timer, emit)        # Sampler, Rewarder (and DAPO's refills)
+            if self.valuer is not None:
+                with timer("credit"):
+                    batch = self.valuer.step(batch)
             with timer("advantage"):
                 batch = self.advantager.step(batch)
             emit("advantage", batch)

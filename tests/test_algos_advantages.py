@@ -13,8 +13,10 @@ from rlnb.algos.advantages import batch_norm, grpo, maxrl, rloo
 
 R = torch.tensor([1.0, 0.0, 0.0, 0.0])
 
-# plausible values for the (B,) extra inputs some entries take: completion lengths, greedy rewards
-EXTRAS = {"lengths": lambda r: 1 + torch.arange(len(r)) % 3, "greedy_rewards": lambda r: r.float().mean().expand(len(r))}
+# plausible values for the (B,) extra inputs some entries take: completion lengths, greedy rewards, and
+# VinePPO's prefix values in their (B,) form, V(prompt) alone (its (B, T + 1) form: test_algos_credit.py)
+EXTRAS = {"lengths": lambda r: 1 + torch.arange(len(r)) % 3, "greedy_rewards": lambda r: r.float().mean().expand(len(r)),
+          "prefix_values": lambda r: r.float().mean().expand(len(r))}
 
 
 def _call(name, rewards, G):

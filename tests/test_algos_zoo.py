@@ -12,7 +12,7 @@ REGISTRIES = {"ADVANTAGES": ADVANTAGES, "POLICY_LOSSES": POLICY_LOSSES, "AGGREGA
 
 NAMES = {
     "ADVANTAGES": ["batch_norm", "dr_grpo", "grpo", "grpo_passk", "maxrl", "opo", "reinforce", "reinforce_baseline",
-                   "reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax", "rloo"],
+                   "reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax", "rloo", "vineppo"],
     "POLICY_LOSSES": ["cispo", "clip_cov", "dppo_kl", "dppo_topk_kl", "dppo_topk_tv", "dppo_tv", "geo_mean", "gspo",
                       "kl_cov", "pg", "ppo_clip", "sapo"],
     "AGGREGATIONS": ["prompt-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm",

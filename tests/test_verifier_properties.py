@@ -149,7 +149,7 @@ def test_advantages_are_finite_and_centred_ones_sum_to_zero_per_group(r, G, name
     if name == "maxrl":
         r = r.abs()
     lengths = 1 + torch.arange(12) % 5                                 # for the entries that take lengths
-    extras = {"lengths": lengths, "greedy_rewards": r.roll(1)}
+    extras = {"lengths": lengths, "greedy_rewards": r.roll(1), "prefix_values": r.roll(2)}  # (B,): V(prompt)
     adv = ADVANTAGES[name](r, G, **{k: extras[k] for k in extra_inputs(ADVANTAGES[name])})
     assert adv.shape == r.shape and torch.isfinite(adv).all()
     scale = 1 + adv.abs().max()

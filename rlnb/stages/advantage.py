@@ -18,7 +18,8 @@ class Advantager:
     Reads: ``rewards``, ``group_size``, ``correct``, ``truncated``; the extra inputs the estimator lists
     (``rlnb.algos.extra_inputs``), each the batch attribute of that name (``lengths``) or else
     ``extras[name]`` (``greedy_rewards``); with a critic also ``old_values`` and ``mask``.
-    Writes: ``adv`` ((B,), or (B, T) with a critic), ``keep`` (B,), and with a critic ``returns`` (B, T).
+    Writes: ``adv`` ((B,), or (B, T) with a critic or a per-token estimator such as VinePPO's), ``keep`` (B,),
+    and with a critic ``returns`` (B, T).
     A batch that already carries ``keep`` (the Rollout's, which ran the filters to refill groups under
     dynamic sampling, or yours) is taken as it is: the filters run once per step.
 
@@ -52,9 +53,10 @@ class Advantager:
         keep = self.keep_mask(batch) if batch.keep is None else batch.keep  # the filters run once
         if self.gae is None:
             adv = self.estimator(batch.rewards, batch.group_size, **self.inputs(batch))
-            if not isinstance(adv, torch.Tensor) or adv.shape != batch.rewards.shape:
+            if not isinstance(adv, torch.Tensor) or adv.shape not in (batch.rewards.shape, batch.mask.shape):
                 got = tuple(adv.shape) if isinstance(adv, torch.Tensor) else type(adv).__name__
-                raise ValueError(f"estimator: expected ({batch.B},) advantages from {_name(self.estimator)}, got {got}")
+                raise ValueError(f"estimator: expected ({batch.B},) or per-token {tuple(batch.mask.shape)} advantages "
+                                 f"from {_name(self.estimator)}, got {got}")
             if not torch.isfinite(adv).all():
                 rows = nonfinite_rows(adv)
                 raise ValueError(f"adv: the advantage estimator {_name(self.estimator)} gave NaN or inf in rows {rows} "
