@@ -1,7 +1,9 @@
 """Widgets for rlnb: move a slider, see the mechanism. Figures are plotly, controls ipywidgets.
 
 - Explorers: ``AdvantageExplorer``, ``ClipExplorer``, ``KLExplorer``, ``AggregationExplorer``,
-  ``EntropyView`` (``rlnb.viz.widgets``), and the ``TokenXRay`` (``rlnb.viz.tokens``).
+  ``EntropyView`` (``rlnb.viz.widgets``), the ``TokenXRay`` (``rlnb.viz.tokens``) and ``CreditView``
+  (``rlnb.viz.credit_view``: Monte-Carlo credit per token; figures ``credit_figure``, ``race_figure``,
+  and ``race_points`` for the shipped race's numbers).
 - ``Dashboard``: live training curves as a ``Trainer.run`` callback (``rlnb.viz.dashboard``).
 - ``Lab``: the loop's control panel: play / pause / step / rewind, knobs turned while it trains.
 - Pure figure builders, usable without a kernel: ``rlnb.viz.figures``, ``rlnb.viz.figures_train``.
@@ -12,6 +14,7 @@
 """
 
 from rlnb.viz.backend import get_backend, set_backend
+from rlnb.viz.credit_view import CreditView, credit_figure, race_figure, race_points
 from rlnb.viz.dashboard import Dashboard
 from rlnb.viz.lab import Lab
 from rlnb.viz.source import show_source
@@ -20,6 +23,7 @@ from rlnb.viz.tokens import TokenXRay
 from rlnb.viz.widgets import AdvantageExplorer, AggregationExplorer, ClipExplorer, EntropyView, KLExplorer
 
 __all__ = [
-    "AdvantageExplorer", "AggregationExplorer", "ClipExplorer", "Dashboard", "EntropyView", "KLExplorer", "Lab",
-    "TokenXRay", "get_backend", "get_theme", "set_backend", "set_theme", "show_source",
+    "AdvantageExplorer", "AggregationExplorer", "ClipExplorer", "CreditView", "Dashboard", "EntropyView", "KLExplorer", "Lab",
+    "TokenXRay", "credit_figure", "get_backend", "get_theme", "race_figure", "race_points", "set_backend", "set_theme",
+    "show_source",
 ]
