@@ -31,7 +31,7 @@ def credit_figure(tokens, values, strips: dict, *, title: str = "Credit per toke
     L = len(tokens)
     v = np.asarray(values, dtype=float)[: L + 1]
     z = np.array([np.asarray(a, dtype=float)[:L] for a in strips.values()])  # (estimates, L)
-    lim = max(float(np.nanmax(np.abs(z))) if z.size else 0.0, 1e-6)
+    lim = max(float(np.nanmax(np.abs(z))) if z.size else 0.0, 0.05)  # all-zero credit: a readable scale
     fig = make_subplots(rows=2, cols=1, shared_xaxes=False, row_heights=[0.55, 0.45], vertical_spacing=0.16)
     fig.add_scatter(x=np.arange(L + 1) - 0.5, y=v, mode="lines+markers", name="V(s_t)", line=dict(color=COLORS["pi"]),
                     customdata=["(prompt)"] + list(tokens),
@@ -44,6 +44,8 @@ def credit_figure(tokens, values, strips: dict, *, title: str = "Credit per toke
     fig.update_yaxes(title_text="V(s_t), P(right)", range=[-0.05, 1.05], row=1, col=1)
     fig.update_xaxes(title_text="tokens written (boundary after token t)", row=1, col=1)
     fig.update_xaxes(title_text="token position t", dtick=1, row=2, col=1)
+    fig.update_xaxes(range=[-1, L], row=1, col=1)                  # boundaries sit between the strip's cells
+    fig.update_xaxes(range=[-1, L], row=2, col=1)
     fig.update_yaxes(autorange="reversed", row=2, col=1)
     fig.update_layout(title=title, height=250 + 40 * len(strips), showlegend=False)
     return themed(fig)
@@ -131,7 +133,7 @@ def race_figure(result: dict, *, title: str = "Finer credit vs uniform credit at
     fig = go.Figure()
     for arm, p in race_points(result).items():
         x, color = p["tokens"].tolist(), recipe_color(arm)
-        fig.add_scatter(x=x + x[::-1], y=p["high"].tolist() + p["low"].tolist()[::-1], fill="toself", opacity=0.2,
+        fig.add_scatter(x=x + x[::-1], y=p["high"].tolist() + p["low"].tolist()[::-1], fill="toself", opacity=0.2, mode="lines",
                         line=dict(width=0, color=color), showlegend=False, hoverinfo="skip")
         fig.add_scatter(x=x, y=p["mean"].tolist(), mode="lines+markers", line=dict(color=color),
                         name=f"{arm} (mean, band = min..max of {p['seeds']} seeds)")
