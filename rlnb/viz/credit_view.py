@@ -32,7 +32,7 @@ def credit_figure(tokens, values, strips: dict, *, title: str = "Credit per toke
     v = np.asarray(values, dtype=float)[: L + 1]
     z = np.array([np.asarray(a, dtype=float)[:L] for a in strips.values()])  # (estimates, L)
     lim = max(float(np.nanmax(np.abs(z))) if z.size else 0.0, 0.05)  # all-zero credit: a readable scale
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=False, row_heights=[0.55, 0.45], vertical_spacing=0.16)
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=False, row_heights=[0.55, 0.45], vertical_spacing=0.3)
     fig.add_scatter(x=np.arange(L + 1) - 0.5, y=v, mode="lines+markers", name="V(s_t)", line=dict(color=COLORS["pi"]),
                     customdata=["(prompt)"] + list(tokens),
                     hovertemplate="after '%{customdata}'<br>V = %{y:.3f}<extra></extra>", row=1, col=1)
@@ -47,7 +47,7 @@ def credit_figure(tokens, values, strips: dict, *, title: str = "Credit per toke
     fig.update_xaxes(range=[-1, L], row=1, col=1)                  # boundaries sit between the strip's cells
     fig.update_xaxes(range=[-1, L], row=2, col=1)
     fig.update_yaxes(autorange="reversed", row=2, col=1)
-    fig.update_layout(title=title, height=250 + 40 * len(strips), showlegend=False)
+    fig.update_layout(title=title, height=330 + 40 * len(strips), showlegend=False)
     return themed(fig)
 
 
