@@ -75,7 +75,7 @@ class Trainer:
             self.use_reference(ref_model if ref_model is not None else "copy")
         device = next(model.parameters()).device  # sampling draws on the model's device; shuffling on the CPU
         self.generators = {name: torch.Generator(device=device if name != "update" else "cpu").manual_seed(
-            hash_seed(seed, name)) for name in ("sample", "update", "dropout")}  # dropout: see trainer_state
+            hash_seed(seed, name)) for name in ("sample", "update", "dropout", "credit")}  # dropout: see run/state
         small = sum(p.numel() for p in model.parameters()) <= KEEP_START_PARAMS
         self._start_weights = ({k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
                                if small and self.ref_model is None else None)  # for reconfigure(beta=...) mid-run
@@ -120,8 +120,8 @@ class Trainer:
         st = build_stages(r, model=self.model, tokenizer=self.tokenizer, task=self.task, ref_model=self.ref_model,
                           value_head=self.value_head, optimizer=self.optimizer, scheduler=self.scheduler,
                           generators=self.generators, reward_on_error=self.reward_on_error, pass_rates=self.pass_rates)
-        self.sampler, self.rewarder, self.refill, self.advantager, self.updater = (
-            st.sampler, st.rewarder, st.refill, st.advantager, st.updater)
+        self.sampler, self.rewarder, self.refill, self.valuer, self.advantager, self.updater = (
+            st.sampler, st.rewarder, st.refill, st.valuer, st.advantager, st.updater)
         self.controllers = build_controllers(r, self)
 
     def hyperparameters(self) -> dict[str, dict]:
@@ -277,6 +277,9 @@ class Trainer:
             batch = stage("sample", self.sampler.step, self.next_prompts())
             batch = stage("reward", self.rewarder.step, batch)
             batch = self.refill.step(batch, more=stage.next_round)    # DAPO: refill the groups the filters drop
+            if self.valuer is not None:                                # VinePPO: Monte-Carlo prefix values
+                with stage.timer("credit"):
+                    batch = self.valuer.step(batch)
             batch = stage("advantage", self.advantager.step, batch)
             with deferred_interrupt():  # Ctrl-C waits until the update is applied and recorded
                 stats = stage("update", self.updater.step, batch)

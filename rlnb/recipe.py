@@ -53,6 +53,10 @@ class Recipe:
     topk_logprobs: int = knob("Record the rollout's top-K token log-probs (DPPO's top-K losses need them).", 0,
                               symbol="K", range="[0, inf)", slider=(0, 32, 1), off=0, group="sampling",
                               no_trl="TRL does not record the rollout's top-K")
+    mc_rollouts: int = knob("VinePPO: continuations sampled from every prefix of a completion to estimate its "
+                            "value V(s_t) (only estimators listing prefix_values use it).", 4, symbol="K",
+                            range="[1, inf)", slider=(1, 32, 1), group="sampling",
+                            no_trl="TRL has no Monte-Carlo prefix values")
 
     # --- reward ---------------------------------------------------------------------------------
     format_weight: float = knob("Weight of the task's format reward in the total reward.", 0.0,

@@ -20,7 +20,9 @@ EXTRAS = {"lengths": lambda r: 1 + torch.arange(len(r)) % 3, "greedy_rewards": l
           "reward_weights": lambda r: torch.tensor([1.0, 0.5]),
           "mask": lambda r: (torch.arange(3) < (1 + torch.arange(len(r)) % 3)[:, None]).float(),
           "old_logp": lambda r: torch.full((len(r), 3), 0.5).log(),
-          "sum_pi_squared": lambda r: torch.full((len(r), 3), 0.5)}
+          "sum_pi_squared": lambda r: torch.full((len(r), 3), 0.5),
+          # VinePPO's prefix values in their (B,) form, V(prompt) alone (its (B, T + 1) form: test_algos_credit.py)
+          "prefix_values": lambda r: r.float().mean().expand(len(r))}
 
 
 def _call(name, rewards, G):

@@ -13,7 +13,7 @@ REGISTRIES = {"ADVANTAGES": ADVANTAGES, "POLICY_LOSSES": POLICY_LOSSES, "AGGREGA
 NAMES = {
     "ADVANTAGES": ["batch_norm", "dr_grpo", "gdpo", "gpg", "grpo", "grpo_passk", "maxrl", "opo", "optimal_token_baseline",
                    "reinforce", "reinforce_baseline", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax",
-                   "rloo", "tir_optimal_token_baseline"],
+                   "rloo", "tir_optimal_token_baseline", "vineppo"],
     "POLICY_LOSSES": ["cispo", "clip_cov", "dppo_kl", "dppo_topk_kl", "dppo_topk_tv", "dppo_tv", "dro", "geo_mean",
                       "gspo", "kl_cov", "pg", "ppo_clip", "sapo"],
     "AGGREGATIONS": ["prompt-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm",

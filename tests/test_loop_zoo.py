@@ -90,7 +90,8 @@ def test_batch_concat_and_select_carry_string_extras_row_by_row():
     assert both.select(torch.tensor([2, 3, 4, 5])).extras["greedy_completions"] == ["y", "y", "z", "z"]
 
 
-NEW = [("advantage", n) for n in ("reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax", "opo", "grpo_passk")] \
+NEW = [("advantage", n) for n in ("reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax", "opo", "grpo_passk",
+                                  "vineppo")] \
     + [("loss", n) for n in ("clip_cov", "kl_cov", "geo_mean")] + [("aggregation", "token-sum")] \
     + [("kl_estimator", "abs")] \
     + [("advantage", n) for n in ("gdpo", "gpg", "optimal_token_baseline", "tir_optimal_token_baseline")] \

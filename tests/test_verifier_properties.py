@@ -152,7 +152,8 @@ def test_advantages_are_finite_and_centred_ones_sum_to_zero_per_group(r, G, name
     lengths = 1 + torch.arange(12) % 5                                 # for the entries that take lengths
     mask = (torch.arange(5) < lengths[:, None]).to(F64)
     extras = {"lengths": lengths, "greedy_rewards": r.roll(1), "reward_parts": {"a": r, "b": r.roll(2)},
-              "reward_weights": None, "mask": mask, "old_logp": mask * -0.7, "sum_pi_squared": mask * 0.4}
+              "reward_weights": None, "mask": mask, "old_logp": mask * -0.7, "sum_pi_squared": mask * 0.4,
+              "prefix_values": r.roll(2)}  # (B,): V(prompt)
     adv = ADVANTAGES[name](r, G, **{k: extras[k] for k in extra_inputs(ADVANTAGES[name])})
     if adv.dim() == 2:                                                 # per-token: A_{i,t} on row i's valid tokens
         assert (adv[mask == 0] == 0).all()

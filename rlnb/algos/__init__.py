@@ -8,6 +8,7 @@ Importing this package registers every entry. Look entries up by name::
 from rlnb.algos import (  # noqa: F401  (importing a module registers its entries)
     advantages,
     advantages_baselines,
+    advantages_credit,
     advantages_otb,
     advantages_passk,
     advantages_verl,

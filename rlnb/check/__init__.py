@@ -263,3 +263,54 @@ def value_clip(fn, *, strict: bool = True) -> bool:
              (lambda v, o, R, e: 2 * _value_clip(v, o, R, e), "the loss has a factor 1/2 in front")]
     return _with_hints("value_clip", fn, _value_clip, cases, hints, strict)
 from rlnb.check.mechanics import clip_weight, k3_pull, per_token_weight  # noqa: E402,F401  (chapters 05, 06, 08)
+
+
+def _mc_value(rewards, final, lengths):
+    t = torch.arange(rewards.shape[1])
+    return torch.where(t[None, :] >= lengths[:, None], final[:, None], rewards.float().mean(-1))
+
+
+def _value_cases() -> list[tuple]:
+    g = torch.Generator().manual_seed(9)
+    cases = [(torch.tensor([[[1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0, 0.0], [0.0, 0.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0]]]),
+              torch.tensor([0.0]), torch.tensor([2]))]
+    cases += [((torch.rand(3, 6, K, generator=g) > 0.5).float(), torch.tensor([1.0, 0.0, 1.0]), torch.tensor([5, 2, 3]))
+              for K in (2, 8)]
+    return cases
+
+
+def mc_value(fn, *, strict: bool = True) -> bool:
+    """``fn(rewards, final, lengths) -> (R, T + 1)``: Monte-Carlo prefix values from ``rewards`` (R, T + 1, K),
+    the rewards of K continuations sampled from each prefix s_t, ``final`` (R,) each completion's own reward
+    and ``lengths`` (R,) its number of tokens: the mean over K for t < L, the final reward for t >= L
+    (the completion is over; nothing is left to sample) (notebook 09)."""
+    hints = [(lambda r, f, n: r.float().mean(-1),
+              "for t >= L the completion has ended: its value is its own reward (final), not the continuations' mean"),
+             (lambda r, f, n: torch.where(torch.arange(r.shape[1])[None, :] >= n[:, None], f[:, None],
+                                          r.float().max(-1).values),
+              "the max over K is pass@K of the prefix (any continuation right); the value is the mean"),
+             (lambda r, f, n: torch.where(torch.arange(r.shape[1])[None, :] > n[:, None], f[:, None], r.float().mean(-1)),
+              "off by one: s_L (all L tokens written) is already finished, so t = L takes the final reward too")]
+    return _with_hints("mc_value", fn, _mc_value, _value_cases(), hints, strict)
+
+
+def _token_credit(values, mask):
+    return (values[:, 1:] - values[:, :-1]) * mask
+
+
+def token_credit(fn, *, strict: bool = True) -> bool:
+    """``fn(values, mask) -> (R, T)``: each token's Monte-Carlo advantage A_t = V(s_{t+1}) - V(s_t) from prefix
+    ``values`` (R, T + 1), zero where ``mask`` (R, T) is 0; a completion's A_t sum to reward - V(prompt)
+    (notebook 09)."""
+    v = torch.tensor([[0.5, 0.25, 0.75, 1.0, 1.0], [0.5, 0.5, 0.0, 0.0, 0.0]])
+    m = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
+    g = torch.Generator().manual_seed(3)
+    w = torch.rand(4, 7, generator=g)
+    cases = [(v, m), (w, (torch.arange(6)[None, :] < torch.tensor([[6], [1], [3], [5]])).float())]
+    hints = [(lambda v, m: (v[:, :-1] - v[:, 1:]) * m,
+              "sign: a token's credit is what it added, V after it minus V before it"),
+             (lambda v, m: v[:, 1:] - v[:, :-1],
+              "multiply by the mask: tokens after the end get no credit"),
+             (lambda v, m: (v[:, 1:] - v[:, :1]) * m,
+              "subtract the value just before the token (V(s_t)), not the prompt's value V(s_0)")]
+    return _with_hints("token_credit", fn, _token_credit, cases, hints, strict)

@@ -28,6 +28,7 @@ DERIVED = {
     "_perm_cache": "the current epoch's prompt permutation, recomputed from the seed and prompts_drawn",
     "zero_std_per_round": "the last step's per-round zero-variance shares (a metric of that step)",
     "recompute_old_logp": "a per-step switch of the Sampler, reset when the step ends",
+    "sampled_tokens": "VinePPO's running count of continuation tokens (a cost statistic, not replayed)",
 }
 
 

@@ -18,7 +18,7 @@ class Advantager:
     Reads: ``rewards``, ``group_size``, ``correct``, ``truncated``; the extra inputs the estimator lists
     (``rlnb.algos.extra_inputs``), each the batch attribute of that name (``lengths``) or else
     ``extras[name]`` (``greedy_rewards``); with a critic also ``old_values`` and ``mask``.
-    Writes: ``adv`` ((B,), or (B, T) with a critic or a per-token estimator), ``keep`` (B,), and with a
+    Writes: ``adv`` ((B,), or (B, T) with a critic or a per-token estimator such as VinePPO's), ``keep`` (B,), and with a
     critic ``returns`` (B, T). A batch that already carries ``keep`` (``DynamicSampling``'s, which ran the
     filters to refill groups, or yours) is taken as it is: the filters run once per step.
 

@@ -18,6 +18,7 @@ from rlnb.algos import (
     value_loss,
 )
 from rlnb.stages.advantage import Advantager
+from rlnb.stages.credit import PrefixValuer
 from rlnb.stages.refill import DynamicSampling
 from rlnb.stages.reward import Rewarder
 from rlnb.stages.sample import Sampler
@@ -29,6 +30,7 @@ class Stages:
     sampler: Sampler
     rewarder: Rewarder
     refill: DynamicSampling
+    valuer: PrefixValuer | None  # VinePPO's Monte-Carlo prefix values, when the estimator reads them
     advantager: Advantager
     updater: Updater
 
@@ -48,6 +50,9 @@ def build_stages(r, *, model, tokenizer, task, ref_model, value_head, optimizer,
                                  max_new_tokens=r.max_new_tokens, kl_coef=r.beta if r.kl_in_reward else 0.0,
                                  on_error=reward_on_error)
     refill = DynamicSampling(filters, max_gen_rounds=r.max_gen_rounds, pass_rates=pass_rates)
+    valuer = (PrefixValuer(model, tokenizer, task, K=r.mc_rollouts, temperature=r.temperature, top_p=r.top_p,
+                           max_new_tokens=r.max_new_tokens, generator=generators["credit"])
+              if not r.critic and "prefix_values" in extra_inputs(estimator) else None)
     advantager = Advantager(estimator, filters=filters, gae=bind(gae, r) if r.critic else None)
     updater = Updater(
         model, optimizer, scheduler, loss_fn=bind(POLICY_LOSSES[r.loss], r),
@@ -57,4 +62,4 @@ def build_stages(r, *, model, tokenizer, task, ref_model, value_head, optimizer,
         fp32_lm_head=r.fp32_lm_head, value_head=value_head, value_loss_fn=bind(value_loss, r),
         vf_coef=r.vf_coef, token_mask=bind(top_entropy_mask, r), generator=generators["update"],
     )
-    return Stages(sampler, rewarder, refill, advantager, updater)
+    return Stages(sampler, rewarder, refill, valuer, advantager, updater)

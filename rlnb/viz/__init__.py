@@ -4,11 +4,12 @@ Three layers, each importing only the ones above it:
 
 - ``rlnb.viz.figures``: pure builders, data in, plotly figure out, testable without a kernel (``zoo``: the
   explorers' figures; ``train``: dashboard, entropy, token X-ray; ``seeds``: several seeds as a band or
-  error bars (``seed_bands``, ``seed_bars``); ``compute``: the numbers they plot;
+  error bars (``seed_bands``, ``seed_bars``); ``credit``: credit strips and the race (``credit_figure``,
+  ``race_figure``, ``race_points``); ``compute``: the numbers they plot;
   ``theme``: light/dark, human labels, one colour per recipe).
 - ``rlnb.viz.explorers``: sliders bound to a zoo function and a figure: ``AdvantageExplorer``,
   ``ClipExplorer``, ``KLExplorer``, ``AggregationExplorer``, ``EntropyView``, ``GAEExplorer``, ``TokenXRay``,
-  ``BlockExplorer`` (the kernel's blocks).
+  ``BlockExplorer`` (the kernel's blocks), ``CreditView`` (Monte-Carlo credit per token).
 - ``rlnb.viz.live``: what follows a training run: ``Dashboard`` (a ``Trainer.run`` callback) and the
   ``Lab`` (play / pause / step / rewind, knobs turned while it trains; its thread driver is
   ``rlnb.run.lab_driver``).
@@ -24,18 +25,20 @@ from rlnb.viz.explorers import (
     AggregationExplorer,
     BlockExplorer,
     ClipExplorer,
+    CreditView,
     EntropyView,
     GAEExplorer,
     KLExplorer,
     TokenXRay,
 )
 from rlnb.viz.figures import compute, theme
+from rlnb.viz.figures.credit import credit_figure, race_figure, race_points
 from rlnb.viz.figures.seeds import seed_bands, seed_bars
 from rlnb.viz.figures.theme import get_theme, set_theme
 from rlnb.viz.live import Dashboard, Lab
 from rlnb.viz.source import show_source
 
 __all__ = [
-    "AdvantageExplorer", "AggregationExplorer", "BlockExplorer", "ClipExplorer", "Dashboard", "EntropyView", "GAEExplorer", "KLExplorer", "Lab",
-    "TokenXRay", "compute", "get_backend", "get_theme", "seed_bands", "seed_bars", "set_backend", "set_theme", "show_source", "theme",
+    "AdvantageExplorer", "AggregationExplorer", "BlockExplorer", "ClipExplorer", "CreditView", "Dashboard", "EntropyView", "GAEExplorer", "KLExplorer", "Lab",
+    "TokenXRay", "compute", "credit_figure", "get_backend", "get_theme", "race_figure", "race_points", "seed_bands", "seed_bars", "set_backend", "set_theme", "show_source", "theme",
 ]

@@ -14,9 +14,10 @@ from rlnb.viz.explorers.aggregation import AggregationExplorer
 from rlnb.viz.explorers.base import Explorer
 from rlnb.viz.explorers.block import BlockExplorer
 from rlnb.viz.explorers.clip import ClipExplorer
+from rlnb.viz.explorers.credit import CreditView
 from rlnb.viz.explorers.entropy import EntropyView
 from rlnb.viz.explorers.gae import GAEExplorer
 from rlnb.viz.explorers.kl import KLExplorer
 from rlnb.viz.explorers.tokens import TokenXRay
 
-__all__ = ["AdvantageExplorer", "AggregationExplorer", "BlockExplorer", "ClipExplorer", "EntropyView", "Explorer", "GAEExplorer", "KLExplorer", "TokenXRay"]
+__all__ = ["AdvantageExplorer", "AggregationExplorer", "BlockExplorer", "ClipExplorer", "CreditView", "EntropyView", "Explorer", "GAEExplorer", "KLExplorer", "TokenXRay"]
