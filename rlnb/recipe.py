@@ -56,7 +56,7 @@ class Recipe:
     mc_rollouts: int = knob("VinePPO: continuations sampled from every prefix of a completion to estimate its "
                             "value V(s_t) (only estimators listing prefix_values use it).", 4, symbol="K",
                             range="[1, inf)", slider=(1, 32, 1), group="sampling",
-                            no_trl="TRL has no Monte-Carlo prefix values")
+                            no_trl="TRL has no Monte-Carlo prefix values", acts="prefix_values")
 
     # --- reward ---------------------------------------------------------------------------------
     format_weight: float = knob("Weight of the task's format reward in the total reward.", 0.0,

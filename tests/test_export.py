@@ -70,12 +70,20 @@ def test_declared_trl_names_carry_the_value_and_declared_gaps_their_reason():
     gaps = {n for n, k in knobs.items() if not k.trl and n not in RULED}
     for name in sorted(direct | gaps):
         value = _moved(name, knobs[name])
-        r = rlnb.recipes.get("grpo", **{name: value, **({"beta": 0.1} if name == "kl_target" else {})})
+        acts = knobs[name].acts  # a knob that acts only when the estimator reads an input: an estimator that does
+        reads = {"advantage": next(n for n, f in rlnb.algos.ADVANTAGES.items() if acts in rlnb.algos.extra_inputs(f))} \
+            if acts not in ("", "ratio") else {}
+        r = rlnb.recipes.get("grpo", **{name: value, **reads, **({"beta": 0.1} if name == "kl_target" else {})})
         m = trl_mapping(r)
         if name in direct:
             assert m.kwargs[knobs[name].trl] == value, name
         else:
             assert [g.why for g in m.unsupported if g.field == name] == [knobs[name].no_trl], name
+
+
+def test_a_knob_that_cannot_act_in_the_recipe_is_no_gap():
+    assert "mc_rollouts" not in {g.field for g in trl_mapping(rlnb.recipes.get("grpo", mc_rollouts=8)).unsupported}
+    assert "mc_rollouts" in {g.field for g in trl_mapping(rlnb.recipes.get("grpo", advantage="vineppo")).unsupported}
 
 
 @pytest.mark.parametrize("name", list(EXPECTED))

@@ -234,4 +234,6 @@ def inert_knobs(recipe) -> dict[str, str]:
             out[name] = f"{chosen} does not take {name}"
         elif k.acts == "ratio" and not ratio_can_leave_one(recipe):
             out[name] = RATIO_IS_ONE
+        elif k.acts not in ("", "ratio") and (recipe.critic or k.acts not in extra_inputs(ADVANTAGES[recipe.advantage])):
+            out[name] = f"the advantage {recipe.advantage!r} reads no {k.acts}"
     return out

@@ -70,7 +70,8 @@ class Knob:
     name: str = ""                    # filled from the field
     kind: str = ""                    # from the annotation: int, float, bool, str, names
     optional: bool = False            # None is a legal value (its meaning is in ``doc``)
-    acts: str = ""                    # when it can act at all: "ratio" = only once the ratio can leave 1
+    acts: str = ""                    # when it can act at all: "ratio" = only once the ratio can leave 1;
+    #                                   an extra input's name = only when the advantage estimator reads it
 
     @property
     def flag(self) -> str:

@@ -16,6 +16,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from rlnb import recipes as recipes_mod
+from rlnb.algos.resolve import inert_knobs
 from rlnb.core.knobs import UNSET
 from rlnb.recipe import Recipe
 
@@ -89,11 +90,12 @@ RULED = {"name", "paper", "prompts_per_step", "filters", "overlong_buffer", "unb
 def _direct(r: Recipe, m: TRLMapping) -> None:
     """Knobs declared with a TRL name and no conversion: copied; knobs TRL lacks: a gap when switched on,
     with the declaration's reason."""
+    inert = inert_knobs(r)  # a knob declared to act only in some settings (acts=) is no gap outside them
     for name, k in Recipe.knobs().items():
         value = getattr(r, name)
         if k.trl and name not in CONVERTED:
             m.kwargs[k.trl] = value
-        elif not k.trl and name not in RULED and value is not UNSET and value != k.off:
+        elif not k.trl and name not in RULED and value is not UNSET and value != k.off and not (k.acts and name in inert):
             m.unsupported.append(Gap(name, value, k.no_trl))  # an UNSET entry knob: its entry's gap says it
 
 
