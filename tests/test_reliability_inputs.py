@@ -167,7 +167,8 @@ def _gdpo_row(what, change, err, msg):
     return (f"advantage gdpo: {what}", lambda c: ADVANTAGES["gdpo"](R(1.5, 0.5, 1.0, 1.5), 2, **inputs), err, msg)
 
 
-PER_ENTRY_EXTRAS = {"gdpo", "optimal_token_baseline", "tir_optimal_token_baseline"}  # rows of their own below
+# rows of their own below; vineppo's bad inputs: tests/test_algos_credit.py (its (B,) prefix-value form needs no lengths)
+PER_ENTRY_EXTRAS = {"gdpo", "optimal_token_baseline", "tir_optimal_token_baseline", "vineppo"}
 
 
 AGG_BAD = [

@@ -27,9 +27,9 @@ COLORS = {
 RECIPE_COLORS = {
     "reinforce": "#999999", "ppo": "#000000", "grpo": "#0072B2", "rloo": "#E69F00", "dr_grpo": "#56B4E9",
     "dapo": "#D55E00", "cispo": "#CC79A7", "gspo": "#009E73", "maxrl": "#F0E442", "dppo": "#882255",
-    "scalerl": "#44AA99",
+    "scalerl": "#44AA99", "gpg": "#117733", "gdpo": "#AA4499",
 }
-_EXTRA = ("#117733", "#AA4499", "#332288", "#DDCC77", "#88CCEE", "#661100")
+_EXTRA = ("#332288", "#DDCC77", "#88CCEE", "#661100")  # for names outside the table: never a named recipe's
 
 
 def recipe_color(name: str) -> str:
