@@ -2,6 +2,7 @@
 
 - Explorers: ``AdvantageExplorer``, ``ClipExplorer``, ``KLExplorer``, ``AggregationExplorer``,
   ``EntropyView`` (``rlnb.viz.widgets``), and the ``TokenXRay`` (``rlnb.viz.tokens``).
+- ``BatchView``: a compact view of a ``Batch`` (the fields set so far, its first rows).
 - ``Dashboard``: live training curves as a ``Trainer.run`` callback (``rlnb.viz.dashboard``).
 - ``Lab``: the loop's control panel: play / pause / step / rewind, knobs turned while it trains.
 - Pure figure builders, usable without a kernel: ``rlnb.viz.figures``, ``rlnb.viz.figures_train``.
@@ -12,6 +13,7 @@
 """
 
 from rlnb.viz.backend import get_backend, set_backend
+from rlnb.viz.batch_view import BatchView
 from rlnb.viz.dashboard import Dashboard
 from rlnb.viz.lab import Lab
 from rlnb.viz.source import show_source
@@ -20,6 +22,6 @@ from rlnb.viz.tokens import TokenXRay
 from rlnb.viz.widgets import AdvantageExplorer, AggregationExplorer, ClipExplorer, EntropyView, KLExplorer
 
 __all__ = [
-    "AdvantageExplorer", "AggregationExplorer", "ClipExplorer", "Dashboard", "EntropyView", "KLExplorer", "Lab",
-    "TokenXRay", "get_backend", "get_theme", "set_backend", "set_theme", "show_source",
+    "AdvantageExplorer", "AggregationExplorer", "BatchView", "ClipExplorer", "Dashboard", "EntropyView", "KLExplorer",
+    "Lab", "TokenXRay", "get_backend", "get_theme", "set_backend", "set_theme", "show_source",
 ]
