@@ -29,12 +29,19 @@ def _reward_cases(seed: int = 0) -> list[tuple]:
 
 def grpo_advantage(fn, *, strict: bool = True) -> bool:
     """``fn(rewards (B,), G) -> (B,)``: (r - group mean) / (group std (unbiased) + 1e-6)."""
-    return _compare("grpo_advantage", fn, algos.ADVANTAGES["grpo"], _reward_cases(), strict=strict)
+    hints = [(lambda r, G: (r - r.mean()) / (r.std() + 1e-6), "use each group's mean and std (r.view(-1, G)), not the batch's"),
+             (lambda r, G: algos.ADVANTAGES["grpo"](r, G, unbiased=False),
+              "GRPO's std here is Bessel-corrected (unbiased=True, divide by G - 1)"),
+             (lambda r, G: algos.ADVANTAGES["dr_grpo"](r, G), "you subtracted the group mean; now divide by the group's std")]
+    return _with_hints("grpo_advantage", fn, algos.ADVANTAGES["grpo"], _reward_cases(), hints, strict)
 
 
 def rloo_advantage(fn, *, strict: bool = True) -> bool:
     """``fn(rewards (B,), G) -> (B,)``: r_i minus the mean of the *other* G-1 rewards of its group."""
-    return _compare("rloo_advantage", fn, algos.ADVANTAGES["rloo"], _reward_cases(), strict=strict)
+    hints = [(lambda r, G: algos.ADVANTAGES["dr_grpo"](r, G), "the baseline must leave r_i out: (sum - r_i) / (G - 1)"),
+             (lambda r, G: (r.view(-1, G) - (r.view(-1, G).sum(1, keepdim=True) - r.view(-1, G)) / G).reshape(-1),
+              "the other rewards are G - 1, so divide their sum by G - 1, not G")]
+    return _with_hints("rloo_advantage", fn, algos.ADVANTAGES["rloo"], _reward_cases(), hints, strict)
 
 
 def maxrl_advantage(fn, *, strict: bool = True) -> bool:
@@ -81,8 +88,12 @@ def seq_mean_token_mean(fn, *, strict: bool = True) -> bool:
 def overlong_penalty(fn, *, max_new_tokens: int = 16, overlong_buffer: int = 4, strict: bool = True) -> bool:
     """``fn(lengths (B,)) -> (B,)``: DAPO's soft overlong punishment for L_max = 16, L_cache = 4."""
     cases = [(torch.tensor([1, 12, 13, 14, 15, 16, 17]),), (torch.arange(20),)]
-    return _compare("overlong_penalty", fn, lambda n: algos.overlong_penalty(
-        n, max_new_tokens=max_new_tokens, overlong_buffer=overlong_buffer), cases, strict=strict)
+    def ref(n):
+        return algos.overlong_penalty(n, max_new_tokens=max_new_tokens, overlong_buffer=overlong_buffer)
+    hints = [(lambda n: -ref(n), "a penalty is negative: 0 down to -1"),
+             (lambda n: -(n > max_new_tokens).float(), "that is the hard cut only; add the linear ramp over the last "
+                                                        "L_cache tokens before L_max")]
+    return _with_hints("overlong_penalty", fn, ref, cases, hints, strict)
 
 
 def top_p_filter(fn, *, strict: bool = True) -> bool:
@@ -96,7 +107,10 @@ def top_p_filter(fn, *, strict: bool = True) -> bool:
 def pass_at_k(fn, *, strict: bool = True) -> bool:
     """``fn(n, c, k) -> float``: unbiased pass@k from n samples with c correct."""
     cases = [(4, 1, 1), (4, 1, 2), (8, 0, 3), (8, 8, 1), (10, 3, 5), (16, 2, 8)]
-    return _compare("pass_at_k", fn, _pass_at_k, cases, strict=strict)
+    hints = [(lambda n, c, k: c / n, "that is pass@1 whatever k is: use 1 - C(n - c, k) / C(n, k)"),
+             (lambda n, c, k: 1 - (1 - c / n) ** k, "1 - (1 - c/n)^k samples with replacement and is biased; "
+                                                    "count draws without replacement: 1 - C(n - c, k) / C(n, k)")]
+    return _with_hints("pass_at_k", fn, _pass_at_k, cases, hints, strict)
 
 
 def online_logsumexp(fn, *, strict: bool = True) -> bool:
@@ -314,3 +328,19 @@ def token_credit(fn, *, strict: bool = True) -> bool:
              (lambda v, m: (v[:, 1:] - v[:, :1]) * m,
               "subtract the value just before the token (V(s_t)), not the prompt's value V(s_0)")]
     return _with_hints("token_credit", fn, _token_credit, cases, hints, strict)
+def _score(logits, v):
+    return torch.nn.functional.one_hot(torch.as_tensor(v), logits.shape[-1]).to(logits.dtype) - logits.softmax(-1)
+
+
+def score_function(fn, *, strict: bool = True) -> bool:
+    """``fn(logits (V,), v) -> (V,)``: the gradient of log softmax(logits)[v] with respect to the logits,
+    one_hot(v) - softmax(logits) (notebook 03: the score function of the policy gradient)."""
+    g = torch.Generator().manual_seed(0)
+    cases = [(torch.tensor([0.0, 0.0, 0.0, 0.0], dtype=torch.float64), 1),
+             (torch.tensor([2.0, -1.0, 0.5], dtype=torch.float64), 0), (torch.randn(6, generator=g, dtype=torch.float64), 5)]
+    hints = [(lambda z, v: -_score(z, v), "the sign: log pi(v) rises with its own logit z_v"),
+             (lambda z, v: torch.nn.functional.one_hot(torch.as_tensor(v), z.shape[-1]).to(z.dtype),
+              "log pi(v) = z_v - logsumexp(z): the logsumexp term contributes -softmax(z)"),
+             (lambda z, v: _score(z, v) * z.softmax(-1)[v], "that is the gradient of pi(v), not of log pi(v): "
+                                                           "divide by pi(v)")]
+    return _with_hints("score_function", fn, _score, cases, hints, strict)

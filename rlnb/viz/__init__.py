@@ -4,7 +4,7 @@ Three layers, each importing only the ones above it:
 
 - ``rlnb.viz.figures``: pure builders, data in, plotly figure out, testable without a kernel (``zoo``: the
   explorers' figures; ``train``: dashboard, entropy, token X-ray; ``seeds``: several seeds as a band or
-  error bars (``seed_bands``, ``seed_bars``); ``credit``: credit strips and the race (``credit_figure``,
+  error bars (``seed_bands``, ``seed_bars``); ``batch``: a compact ``BatchView`` of a Batch; ``credit``: credit strips and the race (``credit_figure``,
   ``race_figure``, ``race_points``); ``compute``: the numbers they plot;
   ``theme``: light/dark, human labels, one colour per recipe).
 - ``rlnb.viz.explorers``: sliders bound to a zoo function and a figure: ``AdvantageExplorer``,
@@ -35,10 +35,11 @@ from rlnb.viz.figures import compute, theme
 from rlnb.viz.figures.credit import credit_figure, race_figure, race_points
 from rlnb.viz.figures.seeds import seed_bands, seed_bars
 from rlnb.viz.figures.theme import get_theme, set_theme
+from rlnb.viz.figures.batch import BatchView
 from rlnb.viz.live import Dashboard, Lab
 from rlnb.viz.source import show_source
 
 __all__ = [
-    "AdvantageExplorer", "AggregationExplorer", "BlockExplorer", "ClipExplorer", "CreditView", "Dashboard", "EntropyView", "GAEExplorer", "KLExplorer", "Lab",
+    "AdvantageExplorer", "AggregationExplorer", "BatchView", "BlockExplorer", "ClipExplorer", "CreditView", "Dashboard", "EntropyView", "GAEExplorer", "KLExplorer", "Lab",
     "TokenXRay", "compute", "credit_figure", "get_backend", "get_theme", "race_figure", "race_points", "seed_bands", "seed_bars", "set_backend", "set_theme", "show_source", "theme",
 ]

@@ -4,6 +4,6 @@
 figures plot, from zoo functions), ``theme`` (light/dark, human labels, one colour per recipe).
 """
 
-from rlnb.viz.figures import compute, credit, seeds, theme, train, zoo
+from rlnb.viz.figures import batch, compute, credit, seeds, theme, train, zoo
 
-__all__ = ["compute", "credit", "seeds", "theme", "train", "zoo"]
+__all__ = ["batch", "compute", "credit", "seeds", "theme", "train", "zoo"]
