@@ -229,11 +229,17 @@ EXPECT: dict[str, Expect] = {
     "01_sampling_and_groups.ipynb": Expect(main="Entropy view", min_sliders=1, min_plots=3, drive=ENTROPY_TARGET),
     "02_rewards.ipynb": Expect(main="Advantage explorer", min_sliders=5, min_plots=2, drive=REWARDS_NOISE),
     "03_advantages.ipynb": Expect(main="Advantage explorer", min_sliders=5, min_plots=3, drive=ADVANTAGES_NOISE),
+    "04_ppo_critic_and_gae.ipynb": Expect(main="GAE explorer", min_sliders=2, min_plots=3,
+                                          no_drive="the lambda slider is not driven yet (issue 25): the explorer is "
+                                          "checked for its sliders and figures"),
     "05_ratio_and_clipping.ipynb": Expect(main="Clip explorer", min_sliders=5, min_plots=3, drive=CLIP_REAL_EPS_HIGH),
     "06_kl_and_entropy.ipynb": Expect(main="KL explorer", min_sliders=7, min_plots=4, drive=KL_PI_MEAN),
     "07_reward_hacking_and_kl.ipynb": Expect(main="KL explorer", min_sliders=6, min_plots=3, drive=KL_PI_MEAN),
     "08_aggregation_and_length_bias.ipynb": Expect(main="Aggregation explorer (length bias)", min_sliders=4,
                                                    min_plots=2, drive=AGG_LEN_WRONG),
+    "09_credit_assignment.ipynb": Expect(main="Credit per token", min_sliders=1, min_plots=1,
+                                         no_drive="the completion and K controls are not driven yet (issue 26): the "
+                                         "view is checked for its controls and figure"),
     "10_dapo.ipynb": Expect(main="Clip explorer", min_sliders=4, min_plots=2, drive=CLIP_EPS_HIGH),
     "11_instability.ipynb": Expect(main="Clip explorer", min_sliders=4, min_plots=2, drive=CLIP_REAL_EPS_HIGH),
     "12_zoo_race.ipynb": Expect(main="Advantage explorer", min_sliders=4, min_plots=3, drive=MAXRL_P),
