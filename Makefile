@@ -9,6 +9,9 @@ BIN    := $(VENV)/bin
 TORCH_SPEC  ?= torch==2.13.0
 TORCH_INDEX ?=
 EXTRAS ?= dev,triton,browser,trl,peft
+# pytest workers: the suite runs each test on one thread, so two workers use both cores of a 2-core machine.
+# --dist loadfile keeps each notebook (its cells share one kernel) and each test module whole on one worker.
+WORKERS ?= 2
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)-$(EXTRAS)
 
 export OMP_WAIT_POLICY := PASSIVE
@@ -34,10 +37,10 @@ train: install  ## headless: GRPO on 3-digit addition in the terminal (progress 
 	$(BIN)/rlnb train --recipe grpo --task add --steps 200 --out runs/grpo-add
 
 test: install  ## everything CI runs: unit tests, doctests, notebooks (smoke mode), browser test
-	$(BIN)/python -m pytest -q -ra
+	$(BIN)/python -m pytest -q -ra -n $(WORKERS) --dist loadfile
 
 test-fast: install  ## unit tests and doctests only
-	$(BIN)/python -m pytest -q -ra -m "not slow and not browser" tests rlnb
+	$(BIN)/python -m pytest -q -ra -n $(WORKERS) --dist loadfile -m "not slow and not browser" tests rlnb
 
 clean:
 	rm -rf $(VENV) runs test-artifacts

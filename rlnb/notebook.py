@@ -20,17 +20,19 @@ def budget(full, smoke_value):
     return smoke_value if smoke() else full
 
 
-def expect(claim: str, ok: bool, detail: str = "") -> bool:
-    """Print a claim with its measured evidence and fail loudly if it does not hold.
+def expect(claim: str, ok: bool, detail: str = "") -> None:
+    """Print a claim with its measured evidence and fail loudly if it does not hold. Returns nothing, so a
+    cell that ends with a check shows the check, not a stray ``True``.
 
     >>> expect("2 + 2 is 4", 2 + 2 == 4, "measured 4")
     ✓ 2 + 2 is 4 — measured 4
-    True
+    >>> expect("2 + 2 is 5", 2 + 2 == 5, "measured 4")
+    Traceback (most recent call last):
+    AssertionError: ✗ 2 + 2 is 5 — measured 4
     """
     if not ok:
         raise AssertionError(f"✗ {claim} — {detail}")
     print(f"✓ {claim}" + (f" — {detail}" if detail else ""))
-    return True
 
 
 class Stopwatch:
@@ -68,5 +70,7 @@ def runtime_line(name: str, *, path=None) -> str:
     entry = json.loads(p.read_text()).get(name) if p.is_file() else None
     if not entry:
         return f"Runtime: not measured yet in full mode (run `python scripts/measure_runtimes.py {name}`)."
-    return (f"Runtime: {entry['seconds']:.0f} s in full mode, measured {entry['date']} on {entry['machine']} "
-            f"(load {entry['load']:.1f}); a few seconds with `RLNB_SMOKE=1`.")
+    busy = entry["load"] >= 2 and entry.get("niced_share", 1) > 0.2  # other work competed for the cores
+    load = f" under load {entry['load']:.1f}" if busy else ""
+    return (f"Runtime: {entry['seconds']:.0f} s in full mode, measured {entry['date']} on {entry['machine']}{load}; "
+            "a few seconds with `RLNB_SMOKE=1`.")

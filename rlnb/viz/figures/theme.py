@@ -25,7 +25,7 @@ COLORS = {
 
 # One colour per recipe across the curriculum (a recipe keeps its colour in every notebook's figures).
 RECIPE_COLORS = {
-    "reinforce": "#999999", "ppo": "#000000", "grpo": "#0072B2", "rloo": "#E69F00", "dr_grpo": "#56B4E9",
+    "reinforce": "#999999", "ppo": "#A0522D", "grpo": "#0072B2", "rloo": "#E69F00", "dr_grpo": "#56B4E9",
     "dapo": "#D55E00", "cispo": "#CC79A7", "gspo": "#009E73", "maxrl": "#F0E442", "dppo": "#882255",
     "scalerl": "#44AA99", "gpg": "#117733", "gdpo": "#AA4499",
 }
