@@ -1,11 +1,12 @@
 """Screenshots of executed notebooks in JupyterLab (Chromium), light and dark, and one contact sheet per notebook.
 
-    python scripts/measure_runtimes.py --save test-artifacts/executed        # full mode, outputs kept
-    python scripts/contact_sheet.py                                          # every notebook saved there
-    python scripts/contact_sheet.py 04 09                                    # some of them
+    python scripts/contact_sheet.py                 # every notebook, run in the browser in full mode
+    python scripts/contact_sheet.py --smoke 04 09   # some of them, in smoke mode (a minute each)
+    python scripts/contact_sheet.py --saved 04      # as saved by `measure_runtimes.py --save test-artifacts/executed`
 
-Each notebook is opened as saved (its outputs and widget state, nothing re-run) in JupyterLab's light and dark
-themes and photographed a screen at a time: the pages go to ``test-artifacts/contact/<notebook>/`` at full size,
+Each notebook is run in JupyterLab (Run All, as a learner would: widgets are live; JupyterLab 4 does not draw
+widgets from a saved notebook's state, so ``--saved`` shows their text instead) and photographed a screen at a
+time in the light and the dark theme (the kernel's ``rlnb.viz.set_theme`` follows): the pages go to ``test-artifacts/contact/<notebook>/`` at full size,
 for reading them; a contact sheet of all pages (a grid of thumbnails, JPEG) goes to
 ``docs/images/contact/<notebook>_<theme>.jpg``, small enough to keep in the repository.
 
@@ -24,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "browser"))  # the browser test's server and page helpers
 
-from browser_drive import open_notebook  # noqa: E402
+from browser_drive import kernel_eval, open_notebook, run_all, wait_idle  # noqa: E402
 from browser_lab import LabServer, launch_chromium, stage  # noqa: E402
 
 THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
@@ -57,12 +58,15 @@ def sheet(page, shots: list[Path], title: str, out: Path) -> None:
       <style>img{{width:100%;border:1px solid #444}}</style></body></html>""")
     page.wait_for_timeout(300)
     page.screenshot(path=str(out), full_page=True, type="jpeg", quality=70)
+    page.close()
 
 
-def main(names: list[str]) -> int:
+def main(args: list[str]) -> int:
     from playwright.sync_api import sync_playwright
 
-    src = ROOT / "test-artifacts" / "executed"
+    mode = next((a for a in args if a in ("--saved", "--smoke")), "--full")
+    names = [a for a in args if not a.startswith("--")]
+    src = ROOT / "test-artifacts" / "executed" if mode == "--saved" else ROOT / "notebooks"
     books = sorted(src.glob("*.ipynb"))
     if names:
         books = [b for b in books if b.stem in names or b.stem[:2] in names]
@@ -75,7 +79,12 @@ def main(names: list[str]) -> int:
         work = Path(tmp)
         stage(work / "root", {"notebooks": books})
         server = LabServer(work / "root", work, env={"HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT),
-                                                    "OMP_NUM_THREADS": "1"})
+                                                    "RLNB_SMOKE": "1" if mode == "--smoke" else "0",
+                                                    "OMP_WAIT_POLICY": "PASSIVE", "TOKENIZERS_PARALLELISM": "false"})
+        # JupyterLab renders saved widget state only with the widget manager's saveState setting on
+        widgets = work / "settings" / "@jupyter-widgets" / "jupyterlab-manager" / "plugin.jupyterlab-settings"
+        widgets.parent.mkdir(parents=True, exist_ok=True)
+        widgets.write_text('{"saveState": true}')
         pw = sync_playwright().start()
         browser = launch_chromium(pw)
         try:
@@ -83,13 +92,22 @@ def main(names: list[str]) -> int:
                 page = browser.new_context(viewport=VIEW).new_page()
                 folder = full_dir / book.stem
                 folder.mkdir(parents=True, exist_ok=True)
+                open_notebook(page, server.url(f"lab/tree/notebooks/{book.name}"))
+                page.evaluate("() => window.jupyterapp.shell.collapseLeft()")  # the page, not the file list
+                if mode != "--saved":
+                    t0 = time.monotonic()
+                    ran = run_all(page, timeout_s=1800)
+                    wait_idle(page, timeout_s=600)
+                    print(f"{book.stem}: ran in {time.monotonic() - t0:.0f} s ({mode[2:]} mode), ok={ran.get('ok')}",
+                          flush=True)
                 for theme, lab_theme in THEMES.items():
-                    open_notebook(page, server.url(f"lab/tree/notebooks/{book.name}"))
                     page.evaluate(SET_THEME, lab_theme)
-                    page.evaluate("() => window.jupyterapp.shell.collapseLeft()")  # the page, not the file list
-                    page.wait_for_timeout(4000)  # saved figures and widgets render in the theme
+                    if mode != "--saved":
+                        kernel_eval(page, f"import rlnb; rlnb.viz.set_theme({theme!r})")
+                    page.wait_for_timeout(4000)  # figures and widgets redraw in the theme
                     shots = pages(page, folder, theme)
-                    sheet(page, shots, f"{book.stem} ({theme}; saved full-mode outputs)",
+                    label = "saved full-mode outputs" if mode == "--saved" else f"run live in {mode[2:]} mode"
+                    sheet(page.context.new_page(), shots, f"{book.stem} ({theme}; {label})",
                           out_dir / f"{book.stem}_{theme}.jpg")
                     print(f"{book.stem} {theme}: {len(shots)} screens -> {out_dir / f'{book.stem}_{theme}.jpg'}",
                           flush=True)

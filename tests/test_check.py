@@ -118,14 +118,14 @@ CASES = [
 
 @pytest.mark.parametrize("checker, right, wrong", CASES, ids=[c[0].__name__ for c in CASES])
 def test_checker_accepts_right_and_rejects_wrong(checker, right, wrong, capsys):
-    assert checker(right) is True
+    assert checker(right)
     assert "match" in capsys.readouterr().out
     with pytest.raises(AssertionError, match="differs|raised"):
         checker(wrong)
 
 
 def test_non_strict_mode_reports_instead_of_raising(capsys):
-    assert check.grpo_advantage(lambda r, G: r * 0, strict=False) is False
+    assert not check.grpo_advantage(lambda r, G: r * 0, strict=False)
     assert "Not yet" in capsys.readouterr().out
 
 
@@ -134,11 +134,11 @@ def test_hack_share_and_crash_step_accept_the_right_answer_and_name_the_mistake(
 
     import rlnb.check as ck
 
-    assert ck.hack_share(lambda r, c: float(((r > 0) & ~c).float().mean())) is True
-    assert ck.hack_share(lambda r, c: float((~c).float().mean()), strict=False) is False
+    assert ck.hack_share(lambda r, c: float(((r > 0) & ~c).float().mean()))
+    assert not ck.hack_share(lambda r, c: float((~c).float().mean()), strict=False)
     assert "wrong *and* paid" in capsys.readouterr().out
-    assert ck.crash_step(lambda r, d: next((i for i, x in enumerate(r) if x < max(r[: i + 1]) - d), None)) is True
-    assert ck.crash_step(lambda r, d: next((i for i, x in enumerate(r) if x < r[0] - d), None), strict=False) is False
+    assert ck.crash_step(lambda r, d: next((i for i, x in enumerate(r) if x < max(r[: i + 1]) - d), None))
+    assert not ck.crash_step(lambda r, d: next((i for i, x in enumerate(r) if x < r[0] - d), None), strict=False)
     out = capsys.readouterr().out
     assert "running max" in out and "Not yet" in out
     assert ck._hack_share(_t.tensor([1.0, 0.0]), _t.tensor([False, False])) == 0.5  # by hand: 1 of 2 paid, 0 right
@@ -157,20 +157,20 @@ def test_gae_by_hand_and_value_clip_accept_the_right_answer_and_name_the_mistake
             adv[t] = nxt_a
         return adv
 
-    assert ck.gae_by_hand(gae_ok) is True
+    assert ck.gae_by_hand(gae_ok)
     # by hand: r = (0, 0, 1), V = (.5, .25, .75), gamma = lam = 1 -> A_t = 1 - V_t
     assert ck._gae_one(_t.tensor([0.0, 0.0, 1.0]), _t.tensor([0.5, 0.25, 0.75]), 1.0, 1.0).tolist() == [0.5, 0.75, 0.25]
-    assert ck.gae_by_hand(lambda r, v, g, lam: gae_ok(r, v, g, lam) + v, strict=False) is False
+    assert not ck.gae_by_hand(lambda r, v, g, lam: gae_ok(r, v, g, lam) + v, strict=False)
     assert "return minus V_t" in capsys.readouterr().out
-    assert ck.gae_by_hand(lambda r, v, g, lam: gae_ok(r, v, g, 1.0), strict=False) is False
+    assert not ck.gae_by_hand(lambda r, v, g, lam: gae_ok(r, v, g, 1.0), strict=False)
     assert "lambda multiplies" in capsys.readouterr().out
 
     def clip_ok(v, o, R, e):
         return 0.5 * _t.maximum((v - R) ** 2, (o + (v - o).clamp(-e, e) - R) ** 2)
 
-    assert ck.value_clip(clip_ok) is True
-    assert ck.value_clip(lambda v, o, R, e: 0.5 * _t.minimum((v - R) ** 2, (o + (v - o).clamp(-e, e) - R) ** 2),
-                         strict=False) is False
+    assert ck.value_clip(clip_ok)
+    assert not ck.value_clip(lambda v, o, R, e: 0.5 * _t.minimum((v - R) ** 2, (o + (v - o).clamp(-e, e) - R) ** 2),
+                             strict=False)
     assert "max, not min" in capsys.readouterr().out
-    assert ck.value_clip(lambda v, o, R, e: 0.5 * (v - R) ** 2, strict=False) is False  # forgot the clip: no hint fits
+    assert not ck.value_clip(lambda v, o, R, e: 0.5 * (v - R) ** 2, strict=False)  # forgot the clip: no hint fits
     assert "Not yet" in capsys.readouterr().out

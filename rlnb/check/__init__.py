@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from rlnb import algos
-from rlnb.check.base import _compare, _same, _with_hints  # noqa: F401  (shared by every checker)
+from rlnb.check.base import Verdict, _compare, _same, _with_hints  # noqa: F401  (shared by every checker)
 from rlnb.models.generate import top_p_filter as _top_p_filter
 from rlnb.run.evaluate import pass_at_k as _pass_at_k
 from rlnb.studies.scaling import sigmoid_curve as _sigmoid_curve
@@ -27,7 +27,7 @@ def _reward_cases(seed: int = 0) -> list[tuple]:
     return cases
 
 
-def grpo_advantage(fn, *, strict: bool = True) -> bool:
+def grpo_advantage(fn, *, strict: bool = True) -> Verdict:
     """``fn(rewards (B,), G) -> (B,)``: (r - group mean) / (group std (unbiased) + 1e-6)."""
     hints = [(lambda r, G: (r - r.mean()) / (r.std() + 1e-6), "use each group's mean and std (r.view(-1, G)), not the batch's"),
              (lambda r, G: algos.ADVANTAGES["grpo"](r, G, unbiased=False),
@@ -36,7 +36,7 @@ def grpo_advantage(fn, *, strict: bool = True) -> bool:
     return _with_hints("grpo_advantage", fn, algos.ADVANTAGES["grpo"], _reward_cases(), hints, strict)
 
 
-def rloo_advantage(fn, *, strict: bool = True) -> bool:
+def rloo_advantage(fn, *, strict: bool = True) -> Verdict:
     """``fn(rewards (B,), G) -> (B,)``: r_i minus the mean of the *other* G-1 rewards of its group."""
     hints = [(lambda r, G: algos.ADVANTAGES["dr_grpo"](r, G), "the baseline must leave r_i out: (sum - r_i) / (G - 1)"),
              (lambda r, G: (r.view(-1, G) - (r.view(-1, G).sum(1, keepdim=True) - r.view(-1, G)) / G).reshape(-1),
@@ -44,7 +44,7 @@ def rloo_advantage(fn, *, strict: bool = True) -> bool:
     return _with_hints("rloo_advantage", fn, algos.ADVANTAGES["rloo"], _reward_cases(), hints, strict)
 
 
-def maxrl_advantage(fn, *, strict: bool = True) -> bool:
+def maxrl_advantage(fn, *, strict: bool = True) -> Verdict:
     """``fn(rewards (B,), G) -> (B,)``: (r - group mean) / (group mean + 1e-6) for rewards >= 0."""
     return _compare("maxrl_advantage", fn, algos.ADVANTAGES["maxrl"], _reward_cases(), strict=strict)
 
@@ -54,7 +54,7 @@ def _loss_cases() -> list[tuple]:
     return [(ratio, torch.tensor([1.0, 1.0])), (ratio, torch.tensor([-1.0, 2.0])), (ratio, torch.tensor([0.0, -0.5]))]
 
 
-def ppo_clip_loss(fn, *, eps_low: float = 0.2, eps_high: float = 0.2, strict: bool = True) -> bool:
+def ppo_clip_loss(fn, *, eps_low: float = 0.2, eps_high: float = 0.2, strict: bool = True) -> Verdict:
     """``fn(ratio (B, T), adv (B,)) -> (B, T)``: max(-A rho, -A clip(rho, 1 - eps_low, 1 + eps_high))."""
     def ref(ratio, adv):
         return algos.POLICY_LOSSES["ppo_clip"](ratio.log(), torch.zeros_like(ratio), adv, torch.ones_like(ratio),
@@ -62,7 +62,7 @@ def ppo_clip_loss(fn, *, eps_low: float = 0.2, eps_high: float = 0.2, strict: bo
     return _compare("ppo_clip_loss", fn, ref, _loss_cases(), strict=strict)
 
 
-def k3(fn, *, strict: bool = True) -> bool:
+def k3(fn, *, strict: bool = True) -> Verdict:
     """``fn(logp, ref_logp) -> k3``: exp(ref_logp - logp) + (logp - ref_logp) - 1."""
     g = torch.Generator().manual_seed(0)
     cases = [(torch.tensor([0.0, -1.0]), torch.tensor([0.0, -2.0])), (-torch.rand(3, 5, generator=g), -torch.rand(3, 5, generator=g))]
@@ -75,17 +75,17 @@ def _agg_cases() -> list[tuple]:
     return [(loss, mask), (loss * -1, mask)]
 
 
-def token_mean(fn, *, strict: bool = True) -> bool:
+def token_mean(fn, *, strict: bool = True) -> Verdict:
     """``fn(loss (B, T), mask (B, T)) -> scalar``: sum of loss * mask over all tokens / number of tokens."""
     return _compare("token_mean", fn, algos.AGGREGATIONS["token-mean"], _agg_cases(), strict=strict)
 
 
-def seq_mean_token_mean(fn, *, strict: bool = True) -> bool:
+def seq_mean_token_mean(fn, *, strict: bool = True) -> Verdict:
     """``fn(loss (B, T), mask (B, T)) -> scalar``: mean over sequences of each sequence's token mean."""
     return _compare("seq_mean_token_mean", fn, algos.AGGREGATIONS["seq-mean-token-mean"], _agg_cases(), strict=strict)
 
 
-def overlong_penalty(fn, *, max_new_tokens: int = 16, overlong_buffer: int = 4, strict: bool = True) -> bool:
+def overlong_penalty(fn, *, max_new_tokens: int = 16, overlong_buffer: int = 4, strict: bool = True) -> Verdict:
     """``fn(lengths (B,)) -> (B,)``: DAPO's soft overlong punishment for L_max = 16, L_cache = 4."""
     cases = [(torch.tensor([1, 12, 13, 14, 15, 16, 17]),), (torch.arange(20),)]
     def ref(n):
@@ -96,7 +96,7 @@ def overlong_penalty(fn, *, max_new_tokens: int = 16, overlong_buffer: int = 4, 
     return _with_hints("overlong_penalty", fn, ref, cases, hints, strict)
 
 
-def top_p_filter(fn, *, strict: bool = True) -> bool:
+def top_p_filter(fn, *, strict: bool = True) -> Verdict:
     """``fn(logits (B, V), top_p) -> logits`` with -inf outside the nucleus."""
     g = torch.Generator().manual_seed(0)
     cases = [(torch.log(torch.tensor([[0.5, 0.3, 0.2]])), 0.7), (torch.randn(4, 9, generator=g), 0.9),
@@ -104,7 +104,7 @@ def top_p_filter(fn, *, strict: bool = True) -> bool:
     return _compare("top_p_filter", fn, _top_p_filter, cases, strict=strict)
 
 
-def pass_at_k(fn, *, strict: bool = True) -> bool:
+def pass_at_k(fn, *, strict: bool = True) -> Verdict:
     """``fn(n, c, k) -> float``: unbiased pass@k from n samples with c correct."""
     cases = [(4, 1, 1), (4, 1, 2), (8, 0, 3), (8, 8, 1), (10, 3, 5), (16, 2, 8)]
     hints = [(lambda n, c, k: c / n, "that is pass@1 whatever k is: use 1 - C(n - c, k) / C(n, k)"),
@@ -113,7 +113,7 @@ def pass_at_k(fn, *, strict: bool = True) -> bool:
     return _with_hints("pass_at_k", fn, _pass_at_k, cases, hints, strict)
 
 
-def online_logsumexp(fn, *, strict: bool = True) -> bool:
+def online_logsumexp(fn, *, strict: bool = True) -> Verdict:
     """``fn(x (N, V), block) -> (N,)``: log sum_j exp(x_j) per row, reading ``block`` columns at a time.
 
     Keep a running max m and a running sum s = sum exp(x - m); when a block raises the max to m', rescale
@@ -148,7 +148,7 @@ def _online_lse(x, block, *, start=-3.0e38, rescale=True):
     return m + torch.log(s)
 
 
-def final_number(fn, *, strict: bool = True) -> bool:
+def final_number(fn, *, strict: bool = True) -> Verdict:
     """``fn(text) -> str | None``: GSM8K's answer: the last number after ``####`` (else in the whole text),
     commas removed, trailing decimal zeros dropped (``3.50`` -> ``3.5``, ``100.00`` -> ``100``); None if
     there is no number. Compared with ``rlnb.tasks.gsm8k.final_number``."""
@@ -167,7 +167,7 @@ def final_number(fn, *, strict: bool = True) -> bool:
     return _with_hints("final_number", fn, _final_number, [(t,) for t in texts], hints, strict)
 
 
-def dynamic_sampling_keep(fn, *, strict: bool = True) -> bool:
+def dynamic_sampling_keep(fn, *, strict: bool = True) -> Verdict:
     """``fn(correct (B,) bool, G) -> keep (B,) bool``: DAPO's dynamic-sampling predicate, True on every row
     of a group whose number of correct completions n satisfies 0 < n < G (groups contiguous)."""
     g = torch.Generator().manual_seed(0)
@@ -178,7 +178,7 @@ def dynamic_sampling_keep(fn, *, strict: bool = True) -> bool:
         torch.zeros(len(correct)), G, correct=correct), cases, strict=strict)
 
 
-def scalerl_curve(fn, *, strict: bool = True) -> bool:
+def scalerl_curve(fn, *, strict: bool = True) -> Verdict:
     """``fn(C, A, B, C_mid, R0) -> R``: ScaleRL's R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) on a (N,)
     tensor of compute values, with R(0) = R0."""
     C = torch.tensor([0.0, 10.0, 100.0, 1000.0, 1e4], dtype=torch.float64)
@@ -193,7 +193,7 @@ def _hack_share(rewards, correct):
     return float(((rewards > 0) & ~correct).float().mean())
 
 
-def hack_share(fn, *, strict: bool = True) -> bool:
+def hack_share(fn, *, strict: bool = True) -> Verdict:
     """``fn(rewards, correct) -> float``: the share of *all* completions that are paid (reward > 0) but
     not correct, from (B,) rewards and (B,) bool ``correct`` (notebook 07)."""
     cases = [(torch.tensor([1.0, 1.0, 0.0, 1.0]), torch.tensor([True, False, False, False])),
@@ -215,7 +215,7 @@ def _crash_step(rewards, drop):
     return None
 
 
-def crash_step(fn, *, strict: bool = True) -> bool:
+def crash_step(fn, *, strict: bool = True) -> Verdict:
     """``fn(rewards, drop) -> int | None``: the first step index whose reward is more than ``drop`` below
     the best reward so far (the running maximum), None if there is none (notebook 11)."""
     cases = [([0.2, 0.5, 0.6, 0.1, 0.0], 0.3), ([0.5, 0.4, 0.45, 0.1], 0.3), ([0.1, 0.2, 0.3], 0.1),
@@ -235,7 +235,7 @@ def _gae_one(rewards, values, gamma, lam):
     return adv[0]
 
 
-def gae_by_hand(fn, *, strict: bool = True) -> bool:
+def gae_by_hand(fn, *, strict: bool = True) -> Verdict:
     """``fn(rewards (T,), values (T,), gamma, lam) -> (T,)``: GAE advantages of one completion, no whitening;
     the state after the last token is terminal (V = 0) (notebook 04)."""
     r, v = torch.tensor([0.0, 0.0, 1.0]), torch.tensor([0.5, 0.25, 0.75])
@@ -259,7 +259,7 @@ def _value_clip(values, old_values, returns, eps):
     return algos.value_loss(values, old_values, returns, torch.ones_like(values), cliprange_value=eps).loss
 
 
-def value_clip(fn, *, strict: bool = True) -> bool:
+def value_clip(fn, *, strict: bool = True) -> Verdict:
     """``fn(values, old_values, returns, eps) -> per-token loss``: PPO's clipped value loss,
     1/2 max((V - R)^2, (V_clip - R)^2) with V_clip = old_V + clip(V - old_V, -eps, eps) (notebook 04)."""
     v, old = torch.tensor([1.0, 0.1, -1.0, 0.3, 0.0]), torch.zeros(5)
@@ -293,7 +293,7 @@ def _value_cases() -> list[tuple]:
     return cases
 
 
-def mc_value(fn, *, strict: bool = True) -> bool:
+def mc_value(fn, *, strict: bool = True) -> Verdict:
     """``fn(rewards, final, lengths) -> (R, T + 1)``: Monte-Carlo prefix values from ``rewards`` (R, T + 1, K),
     the rewards of K continuations sampled from each prefix s_t, ``final`` (R,) each completion's own reward
     and ``lengths`` (R,) its number of tokens: the mean over K for t < L, the final reward for t >= L
@@ -312,7 +312,7 @@ def _token_credit(values, mask):
     return (values[:, 1:] - values[:, :-1]) * mask
 
 
-def token_credit(fn, *, strict: bool = True) -> bool:
+def token_credit(fn, *, strict: bool = True) -> Verdict:
     """``fn(values, mask) -> (R, T)``: each token's Monte-Carlo advantage A_t = V(s_{t+1}) - V(s_t) from prefix
     ``values`` (R, T + 1), zero where ``mask`` (R, T) is 0; a completion's A_t sum to reward - V(prompt)
     (notebook 09)."""
@@ -332,7 +332,7 @@ def _score(logits, v):
     return torch.nn.functional.one_hot(torch.as_tensor(v), logits.shape[-1]).to(logits.dtype) - logits.softmax(-1)
 
 
-def score_function(fn, *, strict: bool = True) -> bool:
+def score_function(fn, *, strict: bool = True) -> Verdict:
     """``fn(logits (V,), v) -> (V,)``: the gradient of log softmax(logits)[v] with respect to the logits,
     one_hot(v) - softmax(logits) (notebook 03: the score function of the policy gradient)."""
     g = torch.Generator().manual_seed(0)

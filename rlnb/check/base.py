@@ -6,16 +6,39 @@ from __future__ import annotations
 import torch
 
 
-def _compare(name: str, fn, ref, cases: list[tuple], atol: float = 1e-5, strict: bool = True) -> bool:
+class Verdict:
+    """A checker's answer: true when every case matched. It shows nothing in a notebook (the checker has already
+    printed its message and hint), so an exercise cell ends with that message, not a bare ``False``.
+
+    >>> bool(Verdict(False)), repr(Verdict(True))
+    (False, 'passed')
+    """
+
+    __slots__ = ("ok",)
+
+    def __init__(self, ok: bool):
+        self.ok = bool(ok)
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __repr__(self) -> str:
+        return "passed" if self.ok else "not yet"
+
+    def _ipython_display_(self) -> None:  # IPython shows this instead of the repr: nothing to add
+        pass
+
+
+def _compare(name: str, fn, ref, cases: list[tuple], atol: float = 1e-5, strict: bool = True) -> Verdict:
     try:
         _run_cases(name, fn, ref, cases, atol)
     except AssertionError as e:
         if strict:
             raise
         print(f"Not yet. {e}")
-        return False
+        return Verdict(False)
     print(f"{name}: all {len(cases)} cases match the library. Well done!")
-    return True
+    return Verdict(True)
 
 
 def _run_cases(name: str, fn, ref, cases: list[tuple], atol: float) -> None:
@@ -40,7 +63,7 @@ def _same(got, expected, atol: float) -> bool:
     return got_t.shape == exp_t.shape and torch.allclose(got_t, exp_t, atol=atol, rtol=1e-4, equal_nan=True)
 
 
-def _with_hints(name: str, fn, ref, cases: list[tuple], hints: list[tuple], strict: bool) -> bool:
+def _with_hints(name: str, fn, ref, cases: list[tuple], hints: list[tuple], strict: bool) -> Verdict:
     """``_compare``, and on a mismatch: for each ``(mistake_fn, hint)`` that ``fn`` agrees with on every
     case, print the hint (the common mistakes of the exercise)."""
     try:
@@ -55,6 +78,6 @@ def _with_hints(name: str, fn, ref, cases: list[tuple], hints: list[tuple], stri
         if strict:
             raise
         print(f"Not yet. {e}")
-        return False
+        return Verdict(False)
     print(f"{name}: all {len(cases)} cases match. Well done!")
-    return True
+    return Verdict(True)

@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from rlnb.check.base import _with_hints
+from rlnb.check.base import Verdict, _with_hints
 
 EPS_LOW, EPS_HIGH = 0.2, 0.28  # asymmetric on purpose: a solution that swaps them fails
 
@@ -20,7 +20,7 @@ def _clip_weight(ratio, adv):
     return A * ratio * ~cut                                            # (B, T)
 
 
-def clip_weight(fn, *, strict: bool = True) -> bool:
+def clip_weight(fn, *, strict: bool = True) -> Verdict:
     """``fn(ratio, adv) -> (B, T)``: the weight PPO's clipped loss puts on grad log pi of each token
     (ratio (B, T), adv (B,), eps_low 0.2, eps_high 0.28): A rho where the unclipped term is active, 0 where
     the clipped constant wins (notebook 05)."""
@@ -45,7 +45,7 @@ def _k3_pull(d):
     return torch.exp(-d) - 1
 
 
-def k3_pull(fn, *, strict: bool = True) -> bool:
+def k3_pull(fn, *, strict: bool = True) -> Verdict:
     """``fn(d) -> tensor``: the weight a beta = 1 k3 penalty puts on grad log pi of a sampled token, with
     d = log pi - log pi_ref: -d k3 / d(log pi) = exp(-d) - 1 (notebook 06)."""
     cases = [(torch.tensor([-math.log(2), 0.0, math.log(2)], dtype=torch.float64),),
@@ -66,7 +66,7 @@ def _per_token_weight(lengths, normaliser, L):
     return torch.full_like(n, 1.0) / (len(n) * L)                      # seq-mean-token-sum-norm
 
 
-def per_token_weight(fn, *, strict: bool = True) -> bool:
+def per_token_weight(fn, *, strict: bool = True) -> Verdict:
     """``fn(lengths, normaliser, L) -> (B,)``: the weight each token of sequence i gets in the aggregated
     loss, for lengths (B,) and ``normaliser`` in token-mean, seq-mean-token-mean, seq-mean-token-sum-norm
     (constant L) (notebook 08)."""

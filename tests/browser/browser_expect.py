@@ -178,6 +178,40 @@ QWEN_XRAY_GROUP = Drive(
     expected=lambda s, probe: tuple(json.loads(probe(QWEN_XRAY_PROBE.format(g=int(slider(s, "group")))))),
     what="'Step n, group g' in the figure title and the group's first advantage A_0 (qwen.records[-1])")
 
+# --- 04: GAE on the real batch; 09: Monte-Carlo credit of one completion ------------------------------------
+
+GAE_PROBE = ("from rlnb.algos import gae as _g; from rlnb.studies.critic import masked_std as _s, outcome_token_rewards as _o; "
+             "_i = rows; _m = last.mask[_i].float(); "
+             "_a, _ = _g(_o(last.correct.float()[_i], _m), V_all[_i].float() * _m, _m, gamma={gamma}, lam={value}, "
+             "whiten_advantages=False); print(_s(_a, _m))")
+
+GAE_LAMBDA = Drive(
+    widget="GAE explorer", slider="lam", keys=("ArrowLeft", "ArrowLeft", "ArrowLeft", "ArrowRight"),  # starts at 1
+    observe=lambda s: s["values"]["spread"],
+    expected=lambda s, probe: float(probe(GAE_PROBE.format(gamma=slider(s, "gamma"), value=slider(s, "lam")))),
+    what="the spread of the shown rows' GAE advantages at the displayed lambda, from rlnb.algos.gae on the notebook's "
+         "batch and critic values")
+
+CREDIT_PROBE = """import json as _j, torch as _t
+from rlnb.stages.credit import prefix_values as _pv
+_r, _K = {row}, view.controls["K"].value
+_g = _t.Generator().manual_seed(view.seed * 1_000_003 + _r * 101 + _K)
+_v = _pv(model, tok, batch, task, K=_K, rows=[_r], generator=_g, temperature=1.0, max_new_tokens=M)
+print(_j.dumps([float(batch.rewards[_r]), float(_v[0, 0])]))"""
+
+
+def credit_expected(s: dict, probe) -> tuple:
+    reward, v0 = json.loads(probe(CREDIT_PROBE.format(row=int(slider(s, "completion")))))
+    return reward, v0, reward - v0  # per-token credit telescopes: sum_t A_t = reward - V(prompt)
+
+
+CREDIT_ROW = Drive(
+    widget="Credit per token", slider="completion",
+    observe=lambda s: (s["values"]["reward"], s["values"]["V(prompt)"], s["values"]["sum of A_t"]),
+    expected=credit_expected,
+    what="the picked completion's reward, its Monte-Carlo V(prompt) recomputed by rlnb.stages.credit.prefix_values "
+         "with the view's seed, and the sum of its per-token credit (reward - V(prompt))")
+
 # --- 05-08 ----------------------------------------------------------------------------------------------------
 
 def gaussian_kl_by_hand(s: dict) -> float:
@@ -229,17 +263,13 @@ EXPECT: dict[str, Expect] = {
     "01_sampling_and_groups.ipynb": Expect(main="Entropy view", min_sliders=1, min_plots=3, drive=ENTROPY_TARGET),
     "02_rewards.ipynb": Expect(main="Advantage explorer", min_sliders=5, min_plots=2, drive=REWARDS_NOISE),
     "03_advantages.ipynb": Expect(main="Advantage explorer", min_sliders=5, min_plots=3, drive=ADVANTAGES_NOISE),
-    "04_ppo_critic_and_gae.ipynb": Expect(main="GAE explorer", min_sliders=2, min_plots=3,
-                                          no_drive="the lambda slider is not driven yet (issue 25): the explorer is "
-                                          "checked for its sliders and figures"),
+    "04_ppo_critic_and_gae.ipynb": Expect(main="GAE explorer", min_sliders=2, min_plots=3, drive=GAE_LAMBDA),
     "05_ratio_and_clipping.ipynb": Expect(main="Clip explorer", min_sliders=5, min_plots=3, drive=CLIP_REAL_EPS_HIGH),
     "06_kl_and_entropy.ipynb": Expect(main="KL explorer", min_sliders=7, min_plots=4, drive=KL_PI_MEAN),
     "07_reward_hacking_and_kl.ipynb": Expect(main="KL explorer", min_sliders=6, min_plots=3, drive=KL_PI_MEAN),
     "08_aggregation_and_length_bias.ipynb": Expect(main="Aggregation explorer (length bias)", min_sliders=4,
                                                    min_plots=2, drive=AGG_LEN_WRONG),
-    "09_credit_assignment.ipynb": Expect(main="Credit per token", min_sliders=1, min_plots=1,
-                                         no_drive="the completion and K controls are not driven yet (issue 26): the "
-                                         "view is checked for its controls and figure"),
+    "09_credit_assignment.ipynb": Expect(main="Credit per token", min_sliders=1, min_plots=1, drive=CREDIT_ROW),
     "10_dapo.ipynb": Expect(main="Clip explorer", min_sliders=4, min_plots=2, drive=CLIP_EPS_HIGH),
     "11_instability.ipynb": Expect(main="Clip explorer", min_sliders=4, min_plots=2, drive=CLIP_REAL_EPS_HIGH),
     "12_zoo_race.ipynb": Expect(main="Advantage explorer", min_sliders=4, min_plots=3, drive=MAXRL_P),
