@@ -131,22 +131,56 @@ class Batch:
                 changes[f.name] = _pad_cat(vals, f.name)
         return dataclasses.replace(batches[0], **changes)
 
-    def _repr_html_(self) -> str:
-        """A table of completions: prompt, completion, reward, advantage, length."""
-        head = "<tr><th>#</th><th>prompt</th><th>completion</th><th>reward</th><th>adv</th><th>len</th></tr>"
-        rows = []
+    def _cells(self, i: int) -> list[str]:
+        """Row ``i`` as text: prompt, completion, reward, advantage (a per-token one: its mean), length."""
         comps = self.completions or [""] * self.B
-        for i in range(min(self.B, 64)):
-            r = f"{self.rewards[i]:.2f}" if self.rewards is not None else ""
-            a = self.adv[i] if self.adv is not None else None
-            a = f"{(a if a.dim() == 0 else a[self.mask[i].bool()].mean()):+.2f}" if a is not None else ""
-            n = int(self.lengths[i]) if self.mask is not None else ""
-            color = "" if self.correct is None else ("#e6f4ea" if self.correct[i] else "#fce8e6")
-            rows.append(f"<tr style='background:{color}'><td>{i}</td><td><code>{html.escape(self.prompts[i])}</code></td>"
-                        f"<td><code>{html.escape(comps[i])}</code></td><td>{r}</td><td>{a}</td><td>{n}</td></tr>")
-        more = f"<p>... {self.B - 64} more rows</p>" if self.B > 64 else ""
+        r = f"{float(self.rewards[i]):.2f}" if self.rewards is not None else ""
+        a = self.adv[i] if self.adv is not None else None
+        a = f"{float(a if a.dim() == 0 else a[self.mask[i].bool()].mean()):+.2f}" if a is not None else ""
+        n = str(int(self.lengths[i])) if self.mask is not None else ""
+        return [str(i), self.prompts[i], comps[i], r, a, n]
+
+    def signal_group(self) -> int:
+        """The first group with both a right and a wrong answer (0 when none has, or nothing is rewarded yet)."""
+        if self.correct is None:
+            return 0
+        c = self.correct.view(-1, self.group_size)                          # (P, G)
+        mixed = (c.any(1) & ~c.all(1)).nonzero()
+        return int(mixed[0]) if len(mixed) else 0
+
+    def table(self, group: int | None = None) -> str:
+        """One group as plain text (for a terminal): prompt, completion, reward, advantage, length; by default
+        the first group with both right and wrong answers (``signal_group``), where the advantages differ."""
+        g = self.signal_group() if group is None else group
+        if not 0 <= g < self.P:
+            raise ValueError(f"group: expected 0..{self.P - 1}, got {g!r}")
+        rows = [self._cells(i) for i in range(g * self.group_size, (g + 1) * self.group_size)]
+        head = ["#", "prompt", "completion", "reward", "adv", "len"]
+        width = [max(len(r[k]) for r in rows + [head]) for k in range(len(head))]
+        line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, width)).rstrip()  # noqa: E731
+        return "\n".join([f"group {g} of {self.P} (G = {self.group_size})", line(head)] + [line(r) for r in rows])
+
+    def _repr_html_(self) -> str:
+        """The first group as a table (at most 12 rows), the other rows folded under "N more rows"; right and
+        wrong rows tinted with translucent colours that read in light and dark themes."""
+        head = "<tr><th>#</th><th>prompt</th><th>completion</th><th>reward</th><th>adv</th><th>len</th></tr>"
+        tint = {True: "rgba(0,158,115,0.18)", False: "rgba(213,94,0,0.18)"}
+
+        def rows(idx) -> str:
+            out = []
+            for i in idx:
+                c = [html.escape(x) for x in self._cells(i)]
+                bg = "" if self.correct is None else f" style='background:{tint[bool(self.correct[i])]}'"
+                out.append(f"<tr{bg}><td>{c[0]}</td><td><code>{c[1]}</code></td><td><code>{c[2]}</code></td>"
+                           f"<td>{c[3]}</td><td>{c[4]}</td><td>{c[5]}</td></tr>")
+            return "".join(out)
+
+        shown = min(self.group_size, 12, self.B)
+        rest = range(shown, self.B)
+        more = (f"<details><summary>... {len(rest)} more rows</summary><table>{head}{rows(rest)}</table></details>"
+                if len(rest) else "")
         return (f"<p><b>Batch</b> P={self.P} prompts x G={self.group_size} = B={self.B} rows</p>"
-                f"<table>{head}{''.join(rows)}</table>{more}")
+                f"<table>{head}{rows(range(shown))}</table>{more}")
 
     def __repr__(self) -> str:
         filled = [f.name for f in dataclasses.fields(self) if getattr(self, f.name) is not None]

@@ -139,7 +139,12 @@ def test_same_seed_same_history_other_seed_differs():
 def test_batch_renders_as_a_table(stages):
     b = stages["advantager"].step(stages["rewarder"].step(stages["sampler"].step(stages["batch"])))
     html = b._repr_html_()
-    assert html.count("<tr") == b.B + 1 and "adv" in html and b.prompts[0] in html
+    shown, folded = html.split("<details>")
+    assert shown.count("<tr") == min(b.group_size, 12) + 1 and "adv" in shown and b.prompts[0] in shown
+    assert folded.count("<tr") == b.B - min(b.group_size, 12) + 1 and f"... {b.B - min(b.group_size, 12)} more rows" in folded
+    text = b.table(group=1)
+    assert text.splitlines()[0] == f"group 1 of {b.P} (G = {b.group_size})" and b.prompts[b.group_size] in text
+    assert len(text.splitlines()) == b.group_size + 2
 
 
 def test_cli_recipe_flags_parse_tuples_bools_and_optional_numbers():
@@ -151,3 +156,21 @@ def test_cli_recipe_flags_parse_tuples_bools_and_optional_numbers():
     assert _overrides(args) == {"filters": ("dynamic_sampling", "overlong"), "kl_target": 0.1, "dual_clip_c": None,
                                 "fp32_lm_head": True, "eps_high": 0.28, "beta": 0.05}
     assert rlnb.recipes.get("grpo", **_overrides(args)).filters == ("dynamic_sampling", "overlong")
+
+
+def test_batch_table_shows_the_first_group_with_right_and_wrong_answers():
+    import pytest
+    import torch
+
+    import rlnb
+
+    b = rlnb.Batch.from_rows({"prompt": ["1+1=", "2+2=", "3+3="], "answer": ["2", "4", "6"]}, 2)
+    b = b.replace(completions=["2", "3", "5", "4", "6", "9"], correct=torch.tensor([1, 1, 0, 1, 0, 0]).bool(),
+                  rewards=torch.tensor([1.0, 1, 0, 1, 0, 0]), adv=torch.tensor([0.0, 0, -0.7071, 0.7071, 0, 0]))
+    assert b.signal_group() == 1                      # group 0 all right, group 2 all wrong
+    text = b.table()
+    assert text.splitlines()[0] == "group 1 of 3 (G = 2)"
+    assert text.splitlines()[2].split() == ["2", "2+2=", "5", "0.00", "-0.71"]  # 2-digit numbers, no length yet
+    with pytest.raises(ValueError, match="group: expected 0..2"):
+        b.table(group=3)
+    assert "rgba(" in b._repr_html_() and "#fce8e6" not in b._repr_html_()   # tints that read in the dark theme
