@@ -13,6 +13,7 @@ import torch
 from rlnb.algos.entropy import entropy_bonus, top_entropy_mask
 from rlnb.algos.losses import extra_inputs
 from rlnb.batch import Batch, require
+from rlnb.core.display import Readable
 from rlnb.models.forward import POLICY_INPUTS, completion_logprobs
 from rlnb.recipe import check_fields
 
@@ -44,13 +45,13 @@ class UpdateStats:
     extra: dict = field(default_factory=dict)
 
     def metrics(self) -> dict[str, float]:
-        """Scalars under TRL's metric names."""
-        return {
+        """Scalars under TRL's metric names (shown at 3 significant digits, kept exact)."""
+        return Readable({
             "loss": self.loss, "pg_loss": self.pg_loss, "kl": self.kl, "entropy": self.entropy,
             "clip_ratio/low_mean": self.clip_low, "clip_ratio/high_mean": self.clip_high,
             "clip_ratio/region_mean": self.clip_region, "grad_norm": self.grad_norm,
             "learning_rate": self.lr, "num_updates": self.num_updates, **self.extra,
-        }
+        })
 
 
 def make_optimizer(model, *, lr: float, weight_decay: float = 0.0, warmup_steps: int = 0, extra_modules=()):
