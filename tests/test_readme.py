@@ -36,4 +36,4 @@ def test_the_first_lines_print_a_group_and_a_gain():
     assert max(rewards) > min(rewards), "the group shown has right and wrong answers"
     assert all((a > 0) == (r == max(rewards)) for r, a in zip(rewards, adv)), "right answers get positive advantages"
     assert all(len(x.split(".")[-1]) <= 2 for x in [*(r[-3] for r in rows), *(r[-2] for r in rows)])  # 2 decimals
-    assert after > before + 0.05, f"40 steps should lift greedy pass@1: {before} -> {after}"
+    assert after >= before + 0.03, f"40 steps should lift greedy pass@1 (a broken update stays put): {before} -> {after}"
