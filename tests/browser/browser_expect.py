@@ -197,19 +197,20 @@ from rlnb.stages.credit import prefix_values as _pv
 _r, _K = {row}, view.controls["K"].value
 _g = _t.Generator().manual_seed(view.seed * 1_000_003 + _r * 101 + _K)
 _v = _pv(model, tok, batch, task, K=_K, rows=[_r], generator=_g, temperature=1.0, max_new_tokens=M)
-print(_j.dumps([float(batch.rewards[_r]), float(_v[0, 0])]))"""
+print(_j.dumps([batch.prompts[_r] + batch.completions[_r], float(batch.rewards[_r]), float(_v[0, 0])]))"""
 
 
 def credit_expected(s: dict, probe) -> tuple:
-    reward, v0 = json.loads(probe(CREDIT_PROBE.format(row=int(slider(s, "completion")))))
-    return reward, v0, reward - v0  # per-token credit telescopes: sum_t A_t = reward - V(prompt)
+    text, reward, v0 = json.loads(probe(CREDIT_PROBE.format(row=int(slider(s, "completion")))))
+    return text, reward, v0, reward - v0  # per-token credit telescopes: sum_t A_t = reward - V(prompt)
 
 
 CREDIT_ROW = Drive(
-    widget="Credit per token", slider="completion",
-    observe=lambda s: (s["values"]["reward"], s["values"]["V(prompt)"], s["values"]["sum of A_t"]),
+    widget="Credit per token", slider="completion",  # the title starts with the picked prompt + completion
+    observe=lambda s: (s["title"].split("  (")[0], s["values"]["reward"], s["values"]["V(prompt)"],
+                       s["values"]["sum of A_t"]),
     expected=credit_expected,
-    what="the picked completion's reward, its Monte-Carlo V(prompt) recomputed by rlnb.stages.credit.prefix_values "
+    what="the picked completion (title), its reward, its Monte-Carlo V(prompt) recomputed by rlnb.stages.credit.prefix_values "
          "with the view's seed, and the sum of its per-token credit (reward - V(prompt))")
 
 # --- 05-08 ----------------------------------------------------------------------------------------------------
