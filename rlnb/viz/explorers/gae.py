@@ -27,14 +27,14 @@ def gae_figure(*, adv, mask, labels: Sequence[str], lams, spread, error=None, la
     """
     a = np.where(np.asarray(mask, dtype=bool), np.asarray(adv, dtype=float), np.nan)      # (R, T)
     lim = float(np.nanmax(np.abs(a))) if np.isfinite(a).any() else 1.0
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.62, 0.38], horizontal_spacing=0.2, subplot_titles=(
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.62, 0.38], horizontal_spacing=0.28, subplot_titles=(
         f"per-token advantage A_t (γ = {gamma:.2f}, λ = {lam:.2f})", "bias / variance over λ"))
     text = None if tokens is None else [list(t) + [""] * (a.shape[1] - len(t)) for t in tokens]
     z = [[None if np.isnan(x) else float(x) for x in row] for row in a]  # None, not NaN: widget messages are JSON
     fig.add_heatmap(z=z, x=list(range(a.shape[1])), y=list(labels), name="advantages", colorscale="RdBu",
                     zmid=0, zmin=-lim or -1, zmax=lim or 1, text=text, texttemplate="%{text}" if text else None,
                     hovertemplate="token %{x}: A = %{z:.3f}<extra>%{y}</extra>",
-                    colorbar=dict(title="A_t", x=0.53, len=0.9, thickness=12), row=1, col=1)
+                    colorbar=dict(title="A_t", x=0.47, len=0.9, thickness=12), row=1, col=1)  # clear of panel 2's axis
     fig.add_scatter(x=list(lams), y=list(spread), name="spread (std of A_t)", mode="lines",
                     line=dict(color=COLORS["pi"]), row=1, col=2)
     fig.add_scatter(x=list(lams) if error is not None else [], y=list(error) if error is not None else [],
@@ -46,8 +46,8 @@ def gae_figure(*, adv, mask, labels: Sequence[str], lams, spread, error=None, la
     fig.update_xaxes(title_text="token position", row=1, col=1)
     fig.update_xaxes(title_text="λ", range=[-0.02, 1.02], row=1, col=2)
     fig.update_yaxes(title_text="reward units", rangemode="tozero", row=1, col=2)
-    fig.update_layout(title="GAE on a real batch", height=80 + 34 * max(4, a.shape[0]),
-                      legend=dict(orientation="h", y=-0.18))
+    fig.update_layout(title="GAE on a real batch", height=190 + 30 * max(5, a.shape[0]),
+                      legend=dict(orientation="h", y=-0.32, x=0), margin=dict(b=110))  # legend under the axis titles
     return themed(fig)
 
 
