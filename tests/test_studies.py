@@ -235,3 +235,34 @@ def test_group_size_study_rows():
         assert 0.0 <= r["zero_std_share"] <= 1.0
     with pytest.raises(ValueError, match="G_values"):
         studies.group_size_study(G_values=(3,), n_prompts=2, samples_per_prompt=4, timing_steps=0)
+
+
+def test_the_study_bar_ends_full_when_runs_meet_their_sample_budget_early(monkeypatch):
+    """A progress bar left short of its total ends red in a notebook: a run that stops early on its sample
+    budget must still complete its share of the bar."""
+    import rlnb.studies.runner as runner
+
+    seen = []
+
+    class Bar:
+        def __init__(self, total, **kw):
+            self.total, self.n = total, 0
+
+        def update(self, k):
+            self.n += k
+
+        def set_postfix(self, **kw):
+            pass
+
+        def close(self):
+            seen.append((self.n, self.total))
+
+    def short_run(arm, overrides, *, seed, on_step, steps, **kw):  # stops after 2 of its steps
+        on_step(None)
+        on_step(None)
+        return runner.RunResult(arm=arm, seed=seed, history=[])
+
+    monkeypatch.setattr("tqdm.auto.tqdm", Bar)
+    monkeypatch.setattr(runner, "run_one", short_run)
+    runner.run_study({"a": {}, "b": {}}, task="add", seeds=[0, 1], steps=5, progress=True)
+    assert seen == [(20, 20)]

@@ -130,6 +130,7 @@ def run_study(arms: dict[str, dict], *, task, seeds, steps: int, base_recipe="gr
             for seed in seeds:
                 bar.set_postfix(arm=arm, seed=seed, refresh=True)
                 runs.append(run_one(arm, overrides, seed=seed, on_step=lambda r: bar.update(1), **kw, **common))
+                bar.update(max(0, len(runs) * steps - bar.n))  # a run that met its sample budget early is done
     finally:
         bar.close()
     return StudyResult(runs, config)
