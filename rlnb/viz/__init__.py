@@ -32,10 +32,10 @@ from rlnb.viz.explorers import (
     TokenXRay,
 )
 from rlnb.viz.figures import compute, theme
+from rlnb.viz.figures.batch import BatchView
 from rlnb.viz.figures.credit import credit_figure, race_figure, race_points
 from rlnb.viz.figures.seeds import seed_bands, seed_bars
 from rlnb.viz.figures.theme import get_theme, set_theme
-from rlnb.viz.figures.batch import BatchView
 from rlnb.viz.live import Dashboard, Lab
 from rlnb.viz.source import show_source
 

@@ -29,32 +29,41 @@ def token_strings(batch, row: int, *, tokenizer=None, record=None) -> list[str]:
 class TokenXRay(Explorer):
     """A group's completions token by token, coloured by A x rho (the signed push each token gets,
     before clipping), clipped tokens boxed (low orange, high pink), ratio / entropy / KL / weight on
-    hover. The ``step`` slider scrubs back through ``trainer.records`` (the last 64 steps).
+    hover. The ``step`` slider scrubs back through ``trainer.records`` (the last 64 steps) and shows their
+    trainer step numbers; the view opens on the newest step's first group with both right and wrong answers.
 
     Arguments: trainer (optional, positional): its ``records`` and ``tokenizer``. Keyword-only:
     records (a list of ``StepRecord``s instead of a trainer's), tokenizer, step (index into the
-    records, -1 = latest), group. Default without either: a hand-made record (``rlnb.viz.explorers.demo``).
+    records, -1 = latest), group (default: the first with signal). Default without either: a hand-made record
+    (``rlnb.viz.explorers.demo``).
     ``refresh()`` re-reads the trainer's records after more training.
 
-    Controls: ``step`` (index into the records), ``group``. Readout values: ``step`` (the trainer's
+    Controls: ``step`` (value: index into the records; label: the trainer's step number), ``group``. Readout values: ``step`` (the trainer's
     step number), ``clipped low``, ``clipped high`` (tokens in this group), ``mean entropy``, ``A_0``.
     Trace layout: ``rlnb.viz.figures.train.xray_figure``.
     """
 
     title = "Token X-ray"
 
-    def __init__(self, trainer=None, *, records=None, tokenizer=None, step: int = -1, group: int = 0):
+    def __init__(self, trainer=None, *, records=None, tokenizer=None, step: int = -1, group: int | None = None):
         self.trainer = trainer
         self.tokenizer = tokenizer if tokenizer is not None else getattr(trainer, "tokenizer", None)
         self._records = list(records) if records is not None else None
         recs = self.records()
         step = step % len(recs)
         P = recs[step].batch.P
-        c = {"step": widgets.IntSlider(value=step, min=0, max=len(recs) - 1, description="step", style=STYLE,
-                                       tooltip="Which recorded step (0 = oldest kept)"),
+        group = recs[step].batch.signal_group() if group is None else group  # an all-wrong group shows nothing
+        c = {"step": widgets.SelectionSlider(options=self._steps(recs), value=step, description="step", style=STYLE,
+                                             tooltip="Which kept training step"),
              "group": widgets.IntSlider(value=min(group, P - 1), min=0, max=P - 1, description="group", style=STYLE,
                                         tooltip="Which prompt's group of G completions")}
         self._start(c)
+
+    @staticmethod
+    def _steps(recs) -> list[tuple[str, int]]:
+        """The step slider's options: (the trainer's step number, index into the records)."""
+        return [(str(r.metrics.get("step", i + 1) if isinstance(r.metrics, dict) else i + 1), i)
+                for i, r in enumerate(recs)]
 
     def records(self) -> list:
         if self._records is not None:
@@ -71,7 +80,7 @@ class TokenXRay(Explorer):
         """Re-read the records, let the slider reach the newest, and jump to it."""
         recs = self.records()
         with self.hold():
-            self.controls["step"].max = len(recs) - 1
+            self.controls["step"].options = self._steps(recs)
             self.controls["step"].value = len(recs) - 1
 
     def _figure(self):

@@ -103,7 +103,8 @@ def xray_figure(*, tokens: Sequence[Sequence[str]], adv_ratio, mask, ratio, entr
     custom = np.stack([masked(ratio, mask), masked(entropy, mask), kl, masked(weight, mask)], axis=-1)
     lim = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 1.0
     fig = go.Figure(go.Heatmap(
-        z=gaps(z), text=text, texttemplate="%{text}", customdata=gaps(custom), name="A x ratio", colorscale="RdBu",
+        z=gaps(z), text=text, texttemplate="%{text}", textfont=dict(size=14),  # plotly would shrink it to fit
+        customdata=gaps(custom), name="A x ratio", colorscale="RdBu",
         zmid=0, zmin=-lim, zmax=lim, xgap=2, ygap=2, colorbar=dict(title="A x rho"),
         hovertemplate=("token '%{text}' (t=%{x})<br>A x rho %{z:.3f}<br>ratio %{customdata[0]:.3f}"
                        "<br>entropy %{customdata[1]:.3f}<br>KL %{customdata[2]:.4f}"
