@@ -152,7 +152,9 @@ def test_show_source_prints_and_returns_live_source(capsys):
     text = open(inspect.getsourcefile(rloo)).read()
     assert src.startswith('@ADVANTAGES.register("rloo")\ndef rloo(') and src in text
     assert "def rloo(" in capsys.readouterr().out
-    assert '<span style="color' in src._repr_html_()                  # inline styles: no stylesheet needed
+    html = src._repr_html_()
+    assert '<span style="color' in html                                 # inline styles: no stylesheet needed
+    assert '<pre style="background: transparent; color: #1a1a1a' in html and "background: #f8f8f8" in html  # a light card
     with pytest.raises(TypeError, match="obj: expected a function"):
         show_source(len)
 

@@ -21,7 +21,11 @@ class Source(str):
         from pygments.formatters import HtmlFormatter
         from pygments.lexers import PythonLexer
 
-        return highlight(str(self), PythonLexer(), HtmlFormatter(noclasses=True, nobackground=False))
+        out = highlight(str(self), PythonLexer(), HtmlFormatter(noclasses=True, nobackground=False))
+        # a light card in every theme: the colours are the light style's, and JupyterLab's dark theme would
+        # otherwise paint the <pre> dark under them (blue on black)
+        return out.replace('<pre style="', '<pre style="background: transparent; color: #1a1a1a; ', 1).replace(
+            '<div class="highlight" style="', '<div class="highlight" style="padding: 2px 8px; border-radius: 4px; ', 1)
 
     def _ipython_display_(self) -> None:
         """As a cell's last value after ``show_source`` already displayed it: show nothing more."""
