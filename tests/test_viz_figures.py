@@ -136,3 +136,16 @@ def test_recipe_colours_are_distinct_and_stable_and_labels_are_human():
     assert recipe_color("my_recipe") == recipe_color("my_recipe") and recipe_color("my_recipe") not in colours
     assert metric_label("frac_reward_zero_std") == "groups with no signal (share)"
     assert metric_label("hp/beta") == "beta (knob)" and metric_label("unknown/x") == "unknown/x"
+
+
+def test_themed_keeps_a_figures_own_margins_and_unsyncs_a_second_y_axis():
+    import plotly.graph_objects as go
+
+    from rlnb.viz.figures.theme import themed
+
+    fig = go.Figure()
+    fig.update_layout(yaxis2=dict(overlaying="y", side="right"), margin=dict(b=110))
+    themed(fig)
+    assert (fig.layout.margin.b, fig.layout.margin.l) == (110, 50)     # the caller's room for a legend is kept
+    assert fig.layout.yaxis2.tickmode == "auto" and fig.layout.yaxis2.showgrid is False
+    assert fig.layout.yaxis.tickmode is None                             # the first axis is left alone

@@ -83,8 +83,16 @@ def template() -> str:
 
 
 def themed(fig: go.Figure) -> go.Figure:
-    """Apply the current theme (and rlnb's compact margins) to ``fig``, in place; returns it."""
-    fig.update_layout(template=template(), margin=dict(l=50, r=20, t=60, b=40))
+    """Apply the current theme (and rlnb's compact margins, where the figure set none) to ``fig``, in place;
+    returns it. A second y axis drawn over the first gets its own round ticks and no grid (plotly would sync its
+    ticks to the first axis's grid: 0.221, 0.442, ...)."""
+    m = fig.layout.margin
+    fig.update_layout(template=template(), margin={k: v if v is not None else d for k, v, d in (
+        ("l", m.l, 50), ("r", m.r, 20), ("t", m.t, 60), ("b", m.b, 40))})
+    for name in fig.layout:
+        axis = fig.layout[name]
+        if name.startswith("yaxis") and getattr(axis, "overlaying", None) and axis.tickmode is None:
+            axis.update(tickmode="auto", showgrid=False)
     return fig
 
 
