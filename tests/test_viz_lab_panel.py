@@ -75,7 +75,7 @@ def test_scenarios_set_up_their_knobs_and_quote_measured_numbers():
     lab.set_up("drift")
     assert t.ref_model is not None and t.recipe.lr == SCENARIOS["drift"].setup["lr"]
     text = describe("instability")
-    assert "lr" in text and "Try" in text
+    assert "Set up with lr = 0.001; then try lr = 0.0001" in text and "{" not in text   # prose, not a dict
     lab.close()
 
 
@@ -99,3 +99,23 @@ def test_closing_the_widget_stops_the_thread():
     assert lab.loop.closed and not lab.loop._thread.is_alive() and lab.loop.state == "paused"
     assert len(t.history) == t.step_count
     Lab(t, backend="static").close()  # released: a new lab may drive the trainer
+
+
+def test_a_scenario_whose_symptom_did_not_show_does_not_claim_the_fix_helped(monkeypatch):
+    import rlnb.viz.live.scenarios as sc
+
+    run = {"steps": 20, "P": 8, "G": 8, "symptom": {"start": 0.43, "end": 0.60}, "fix": {"start": 0.43, "end": 0.70}}
+    monkeypatch.setattr(sc, "measured", lambda: {"entropy collapse": run})
+    text = sc.describe("entropy collapse")
+    assert "did not show" in text and "expected way" not in text
+
+
+def test_a_slider_drag_is_one_change():
+    """The lab's sliders report on release: a drag logs one knob change, not one per pixel."""
+    import ipywidgets as widgets
+
+    lab = Lab(tiny(), backend="static")
+    sliders = [w for w in lab.controls.values() if isinstance(w, (widgets.FloatSlider, widgets.IntSlider,
+                                                                  widgets.FloatLogSlider))]
+    assert len(sliders) >= 3 and all(w.continuous_update is False for w in sliders)
+    lab.close()

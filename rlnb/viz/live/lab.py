@@ -105,6 +105,8 @@ class Lab:
                                            if trainer.recipe.name in recipes_mod.names() else "grpo",
                                            "Switch the whole recipe at the next step boundary (weights kept)")
         for name, w in self.controls.items():
+            if hasattr(w, "continuous_update"):
+                w.continuous_update = False  # a drag is one change, applied on release (not one per pixel)
             w.observe(lambda ch, name=name: self._on_control(name, ch["new"]), names="value")
         self.buttons = {b: widgets.Button(description=b, layout=widgets.Layout(width="auto")) for b in BUTTONS}
         actions = {"Play": self.play, "Pause": lambda: self.pause(wait=False), "Step": self.step,

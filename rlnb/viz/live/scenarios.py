@@ -64,15 +64,29 @@ def helped(name: str, m: dict) -> bool:
     return SCENARIOS[name].better * (m["fix"]["end"] - m["symptom"]["end"]) > 0
 
 
+def knobs_text(knobs: dict) -> str:
+    """Knob changes as prose: ``{"lr": 0.001, "beta": 0.0}`` -> ``"lr = 0.001 and beta = 0"``.
+
+    >>> knobs_text({"entropy_target": 0.4, "entropy_coef": 0.01, "lr": 3e-4})
+    'entropy_target = 0.4, entropy_coef = 0.01 and lr = 0.0003'
+    """
+    parts = [f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}" for k, v in knobs.items()]
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
 def describe(name: str) -> str:
-    """What the scenario sets up, which knob to try, and what that knob did on the toy (measured)."""
+    """What the scenario sets up, which knob to try, and what that knob did on the toy (measured), as prose."""
     s = SCENARIOS[name]
-    text = f"{name}: {s.symptom}. Set up: {s.setup}. Try: {s.fix} ({s.advice})."
+    text = (f"{name.capitalize()}: {s.symptom}. Set up with {knobs_text(s.setup)}; then try "
+            f"{knobs_text(s.fix)} ({s.advice}).")
     m = measured().get(name)
     if m:
         a, b = m["symptom"], m["fix"]
-        text += (f" Measured on the toy ({m['steps']} steps, P={m['P']}, G={m['G']} unless set): {s.metric} "
-                 f"{a['start']:.3f} -> {a['end']:.3f} as set up "
-                 f"({'the symptom showed' if shown(name, m) else 'the symptom did NOT show in this short run'}), {b['start']:.3f} -> {b['end']:.3f} with the fix: the fix "
-                 f"{'moved it the expected way' if helped(name, m) else 'did NOT move it the expected way'}.")
+        run = f"Measured on the toy ({m['steps']} steps, P = {m['P']}, G = {m['G']} unless set)"
+        if not shown(name, m):
+            return text + (f" {run}: {s.metric} went {a['start']:.3g} -> {a['end']:.3g} as set up, so the symptom "
+                           "did not show in a run this short, and there was nothing for the fix to treat.")
+        verdict = "moved it the expected way" if helped(name, m) else "did not move it the expected way"
+        text += (f" {run}: {s.metric} went {a['start']:.3g} -> {a['end']:.3g} as set up (the symptom showed), and "
+                 f"{b['start']:.3g} -> {b['end']:.3g} with the fix, which {verdict}.")
     return text
