@@ -74,6 +74,8 @@ def test_scenarios_set_up_their_knobs_and_quote_measured_numbers():
     lab = Lab(t, backend="static")
     lab.set_up("drift")
     assert t.ref_model is not None and t.recipe.lr == SCENARIOS["drift"].setup["lr"]
+    with pytest.raises(ValueError, match="name: expected one of the scenarios"):
+        lab.set_up("nope")
     text = describe("instability")
     assert "Set up with lr = 0.001; then try lr = 0.0001" in text and "{" not in text   # prose, not a dict
     lab.close()

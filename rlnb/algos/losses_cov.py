@@ -14,9 +14,10 @@ and restrain the few tokens with a large one, n = max(1, int(ratio * N)) of the 
 - **KL-Cov** (``kl_cov``): no clip; the n tokens with the largest Cov get a penalty
   ``kl_cov_coef * |logp - old_logp|`` added to -A rho, pulling them back toward the rollout policy.
 
-Defaults are verl's (taken from the authors' code): clip_cov_ratio 2e-4 with bounds (1, 5), kl_cov_ratio
-2e-4 with coefficient 1. On a toy batch of a few hundred tokens that is n = 1 token per batch; raise
-the ratio to see an effect (the paper's models see ~10^6 tokens per batch). verl calls the KL-Cov
+Defaults follow the authors' code: clip_cov_ratio 2e-4 with bounds (1, 5), kl_cov_ratio 2e-4 with
+coefficient 1 (verl 0.9.1's config sets its ``ppo_kl_coef`` to 0.1: pass ``kl_cov_coef=0.1`` to match a
+verl run). On a toy batch of a few hundred tokens that is n = 1 token per batch; raise the ratio to see
+an effect (the paper's models see ~10^6 tokens per batch). verl calls the KL-Cov
 coefficient ``ppo_kl_coef``; TRL has neither loss.
 
 Which Clip-Cov tokens: the paper and verl draw the n tokens *uniformly at random* from the band

@@ -176,6 +176,8 @@ class Lab:
 
     def set_up(self, name: str) -> str:
         """Apply scenario ``name``'s knobs (next step boundary); returns what it says to try."""
+        if name not in SCENARIOS:
+            raise ValueError(f"name: expected one of the scenarios {sorted(SCENARIOS)}, got {name!r}")
         s = SCENARIOS[name]
         t = self.trainer
         if s.reference and t.ref_model is None:  # KL is measured whenever there is a reference
