@@ -40,11 +40,20 @@ def test_zero_policy_scores_only_the_failing_entries_zero_and_counts_them():
     assert r.errors == 1 and out.extras["reward_errors"].tolist() == [0.0, 1.0, 0.0, 0.0]
 
 
-@pytest.mark.parametrize("bad", [None, math.nan, math.inf, "1", [1.0], 1 + 2j])
+@pytest.mark.parametrize("bad", [None, math.nan, math.inf, "1", [1.0], 1 + 2j, 1e39])
 def test_zero_policy_on_bad_values(bad):
     r = Rewarder({"f": lambda cs, a, **kw: [1.0, bad, 1.0, 1.0]}, on_error="zero")
     out = r.step(batch())
     assert out.rewards.tolist() == [1.0, 0.0, 1.0, 1.0] and r.errors == 1
+
+
+def test_numpy_scalars_are_rewards_and_an_fp32_overflow_is_named():
+    np = pytest.importorskip("numpy")
+    r = Rewarder({"f": lambda cs, a, **kw: [np.bool_(c == x) for c, x in zip(cs, a)]})
+    assert r.step(batch()).rewards.tolist() == [1.0, 0.0, 0.0, 1.0]      # numpy.bool_ counts as 0/1
+    r = Rewarder({"f": lambda cs, a, **kw: [np.float32(0.5), 1e39, 0.0, 0.0]})
+    with pytest.raises(RewardFunctionError, match=r"'f' returned 1e\+39 for completion 1 .*fp32's range"):
+        r.step(batch())
 
 
 def test_zero_policy_when_the_whole_result_is_unusable():

@@ -159,15 +159,27 @@ class Rewarder:
         if self.on_error == "raise":
             raise RewardFunctionError(
                 f"reward function {name!r} {why} for completion {i} ({batch.completions[i][:200]!r}); "
-                "expected a finite number (set on_error='zero' / reward_on_error='zero' to score it 0)") from cause
+                f"expected a finite number within fp32's range (|r| <= {F32_MAX:g}) (set on_error='zero' / "
+                "reward_on_error='zero' to score it 0)") from cause
         failed[i] = True
         self.errors += 1
 
 
+F32_MAX = 3.4e38  # rewards are summed in fp32: a larger one would become inf there
+
+
 def _number(v) -> float | None:
-    """``v`` as a float if it is a finite real number (bools count as 0/1; 1-element tensors too)."""
+    """``v`` as a float if it is a finite real number that fp32 can hold (bools count as 0/1; 1-element
+    tensors and NumPy scalars, ``numpy.bool_`` included, too).
+
+    >>> import numpy as np
+    >>> _number(np.bool_(True)), _number(np.float32(0.5)), _number(1e39), _number(float("nan"))
+    (1.0, 0.5, None, None)
+    """
     if isinstance(v, torch.Tensor) and v.numel() == 1 and not v.is_complex():
         v = v.item()
-    if isinstance(v, numbers.Real) and math.isfinite(v):
+    elif type(v).__module__ == "numpy" and getattr(v, "shape", None) == () and hasattr(v, "item"):
+        v = v.item()  # a NumPy scalar, e.g. what `np.mean(...) > 0.5` returns
+    if isinstance(v, numbers.Real) and math.isfinite(v) and abs(v) <= F32_MAX:
         return float(v)
     return None
