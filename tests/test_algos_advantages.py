@@ -209,3 +209,14 @@ def test_gae_whitening_over_valid_tokens():
 def test_gae_bad_shapes():
     with pytest.raises(ValueError, match="values"):
         gae(torch.zeros(2, 3), torch.zeros(2, 4), torch.ones(2, 3))
+
+
+@pytest.mark.parametrize("name", ["grpo", "maxrl", "batch_norm"])
+def test_eps_zero_on_a_group_without_spread_gives_zero_not_nan(name):
+    """The registry's normalised estimators at eps = 0: an all-equal (or all-fail) group has A = 0, as with eps > 0."""
+    from rlnb.algos import ADVANTAGES
+
+    r = torch.tensor([0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
+    A = ADVANTAGES[name](r, 4, eps=0.0)
+    assert torch.isfinite(A).all() and A[:4].eq(0).all()
+    assert torch.allclose(A[4:], ADVANTAGES[name](r, 4)[4:], atol=1e-4)   # the group with spread: eps barely matters

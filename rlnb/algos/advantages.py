@@ -114,7 +114,9 @@ def grpo(rewards: torch.Tensor, group_size: int, *, unbiased: bool = True, eps: 
     # mean is off by an ulp, the std is ~1e-7, and dividing by (std + eps) turns rounding into |A| ~ 0.1.
     r64 = r.double()                                                  # (P, G)
     std = r64.std(dim=1, keepdim=True, unbiased=unbiased)             # (P, 1)
-    return ((r64 - r64.mean(dim=1, keepdim=True)) / (std + eps)).to(r.dtype).reshape(-1)
+    centred = r64 - r64.mean(dim=1, keepdim=True)                     # (P, G), exactly 0 in an all-equal group
+    A = torch.where(std > 0, centred / (std + eps), torch.zeros_like(centred))  # eps = 0 would give 0/0 there
+    return A.to(r.dtype).reshape(-1)
 
 
 @ADVANTAGES.register("dr_grpo")
@@ -163,7 +165,8 @@ def maxrl(rewards: torch.Tensor, group_size: int, *, eps: float = 1e-6) -> torch
     if (r < 0).any():
         raise ValueError("rewards: MaxRL divides by the group's mean reward, so rewards must be >= 0")
     mean = r.mean(dim=1, keepdim=True)                                # (P, 1)
-    return ((r - mean) / (mean + eps)).reshape(-1)
+    A = torch.where(mean > 0, (r - mean) / (mean + eps), torch.zeros_like(r))  # an all-fail group: 0, eps or not
+    return A.reshape(-1)
 
 
 @ADVANTAGES.register("batch_norm")
@@ -189,7 +192,8 @@ def batch_norm(rewards: torch.Tensor, group_size: int, *, unbiased: bool = True,
     if centred.numel() < 2:
         return torch.zeros_like(centred)
     spread = centred if batch_std_centred else _as_float(rewards)
-    return centred / (spread.std(unbiased=unbiased) + eps)
+    std = spread.std(unbiased=unbiased)
+    return centred / (std + eps) if std > 0 else torch.zeros_like(centred)  # no spread: 0, even with eps = 0
 
 
 def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, *, gamma: float = 1.0,
