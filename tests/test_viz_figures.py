@@ -149,3 +149,22 @@ def test_themed_keeps_a_figures_own_margins_and_unsyncs_a_second_y_axis():
     assert (fig.layout.margin.b, fig.layout.margin.l) == (110, 50)     # the caller's room for a legend is kept
     assert fig.layout.yaxis2.tickmode == "auto" and fig.layout.yaxis2.showgrid is False
     assert fig.layout.yaxis.tickmode is None                             # the first axis is left alone
+
+
+def _contrast(a: str, b: str) -> float:
+    """WCAG contrast ratio of two #rrggbb colours."""
+    def lum(h):
+        c = [int(h.lstrip("#")[i:i + 2], 16) / 255 for i in (0, 2, 4)]
+        c = [x / 12.92 if x <= 0.03928 else ((x + 0.055) / 1.055) ** 2.4 for x in c]
+        return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
+    hi, lo = sorted((lum(a), lum(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_every_recipe_colour_reads_on_a_light_and_a_dark_background():
+    from rlnb.viz.figures.theme import _EXTRA, RECIPE_COLORS
+
+    assert _contrast("#F0E442", "#ffffff") < 2.2                         # the check can fail: the old yellow
+    for name, colour in [*RECIPE_COLORS.items(), *(("extra", c) for c in _EXTRA)]:
+        assert min(_contrast(colour, "#ffffff"), _contrast(colour, "#111111")) >= 2.2, (name, colour)
+    assert not set(_EXTRA) & set(RECIPE_COLORS.values())

@@ -26,10 +26,12 @@ COLORS = {
 # One colour per recipe across the curriculum (a recipe keeps its colour in every notebook's figures).
 RECIPE_COLORS = {
     "reinforce": "#999999", "ppo": "#A0522D", "grpo": "#0072B2", "rloo": "#E69F00", "dr_grpo": "#56B4E9",
-    "dapo": "#D55E00", "cispo": "#CC79A7", "gspo": "#009E73", "maxrl": "#F0E442", "dppo": "#882255",
+    "dapo": "#D55E00", "cispo": "#CC79A7", "gspo": "#009E73", "maxrl": "#9A8700", "dppo": "#B0417A",
     "scalerl": "#44AA99", "gpg": "#117733", "gdpo": "#AA4499",
 }
-_EXTRA = ("#332288", "#DDCC77", "#88CCEE", "#661100")  # for names outside the table: never a named recipe's
+_EXTRA = ("#6677CC", "#997700", "#AA3377", "#2F8F8F")  # for names outside the table: never a named recipe's
+# Every colour above reads on a white figure and on JupyterLab's dark background (contrast >= 2.2 on both,
+# tests/test_viz_figures.py): Okabe-Ito's yellow and wine did not (1.3 on white, 2.2 on dark).
 
 
 def recipe_color(name: str) -> str:
