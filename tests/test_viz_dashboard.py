@@ -109,7 +109,7 @@ def test_dashboard_evaluates_every_k_steps_and_draws_then():
 
 def test_dashboard_metrics_and_arguments():
     dash = Dashboard(metrics=["entropy", "grad_norm"], backend="static")
-    assert [t.name for t in dash.fig.data] == ["entropy", "grad_norm"]
+    assert [t.meta for t in dash.fig.data] == ["entropy", "grad_norm"]
     with pytest.raises(ValueError, match="max_fps"):
         Dashboard(max_fps=0)
     with pytest.raises(ValueError, match="eval_every"):

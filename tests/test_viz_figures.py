@@ -82,7 +82,9 @@ def test_entropy_figure_masks_padding_and_draws_target():
 def test_dashboard_figure_gaps_and_empty_series():
     panels = [("reward", ("reward", "accuracy")), ("length", ("len",))]
     fig = dashboard_figure(series={"reward": ([1, 2], [0.1, None]), "len": ([1, 2], [3, float("nan")])}, panels=panels)
-    assert names(fig) == ["reward", "accuracy", "len"]
+    assert [t.meta for t in fig.data] == ["reward", "accuracy", "len"]            # keys: the stable hook
+    assert names(fig)[:2] == ["mean reward", "share correct (sampled)"]         # labels: what a learner reads
+    assert fig.layout.xaxis.title.text == fig.layout.xaxis2.title.text == "training step"
     assert list(trace(fig, "reward").y) == [0.1, None]
     assert len(trace(fig, "accuracy").x) == 0
     assert trace(fig, "len").xaxis == "x2" and list(trace(fig, "len").y) == [3, None]  # NaN is not JSON

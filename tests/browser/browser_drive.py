@@ -139,7 +139,7 @@ STATE = """(box) => { const plot = box.querySelector('.js-plotly-plot');
   const layoutTitle = plot && plot.layout && plot.layout.title;
   return {readout: ro ? ro.textContent.trim() : '',
           title: layoutTitle ? (typeof layoutTitle === 'string' ? layoutTitle : layoutTitle.text || '') : '',
-          traces: plot && Array.isArray(plot.data) ? plot.data.map(t => ({name: t.name || '',
+          traces: plot && Array.isArray(plot.data) ? plot.data.map(t => ({name: t.name || '', meta: t.meta || '',
             x: t.x ? Array.from(t.x).slice(0, 2000) : [], y: t.y ? Array.from(t.y).slice(0, 2000) : []})) : [],
           sliders: Object.fromEntries([...box.querySelectorAll('.widget-slider')].map(s =>
             [s.querySelector('.widget-label').textContent.trim(),

@@ -73,8 +73,9 @@ def close(a, b, tol: float) -> bool:
 
 
 def trace(state: dict, name: str) -> dict:
+    """The trace whose key (plotly ``meta``: a metric's history key, a stable hook) or name is ``name``."""
     for t in state["traces"]:
-        if t["name"] == name:
+        if t.get("meta") == name or t["name"] == name:
             return t
     raise KeyError(f"no trace {name!r} in the widget's figure; traces: {[t['name'] for t in state['traces']]}")
 

@@ -12,7 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from rlnb.viz.figures.theme import COLORS, themed
+from rlnb.viz.figures.theme import COLORS, metric_label, themed
 from rlnb.viz.figures.zoo import np_
 
 
@@ -69,22 +69,25 @@ def dashboard_figure(*, series: dict, panels: Sequence[tuple[str, Sequence[str]]
     """One panel per ``(title, metric names)``; ``series`` maps a metric name to ``(steps, values)``
     (None values leave gaps). Metrics without a series get an empty trace so the layout is fixed.
 
-    Traces: one per metric, in panel order, named by the metric.
+    Traces: one per metric, in panel order, named by its human label (``metric_label``); ``meta`` holds the
+    metric's key (the stable hook tests read). Every x axis is the training step; evaluation points are marked.
     """
     cols = min(3, len(panels))
     rows = math.ceil(len(panels) / cols)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[p[0] for p in panels], vertical_spacing=0.16,
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[p[0] for p in panels], vertical_spacing=0.2,
                         horizontal_spacing=0.07)
     palette = [COLORS["pi"], COLORS["accent"], COLORS["ref"]]
     for k, (_, names) in enumerate(panels):
         for j, name in enumerate(names):
             x, y = series.get(name, ([], []))
             y = [None if v is None or v != v else v for v in y]        # None leaves a gap; NaN is not JSON
-            fig.add_scatter(x=list(x), y=y, name=name, mode="lines+markers" if len(x) < 30 else "lines",
-                            row=k // cols + 1, col=k % cols + 1,
+            sparse = len(x) < 30 or name.startswith("eval/")            # evaluations: a marker at each point
+            fig.add_scatter(x=list(x), y=y, name=metric_label(name), meta=name,
+                            mode="lines+markers" if sparse else "lines", row=k // cols + 1, col=k % cols + 1,
                             line_color=METRIC_COLORS.get(name, palette[j % len(palette)]),
-                            marker_size=4)
-    fig.update_layout(title=title, height=260 * rows + 80, legend=dict(orientation="h", y=-0.08))
+                            marker_size=7 if name.startswith("eval/") else 4)
+    fig.update_xaxes(title_text="training step", title_standoff=4)
+    fig.update_layout(title=title, height=290 * rows + 90, legend=dict(orientation="h", y=-0.12 / rows))
     return themed(fig)
 
 

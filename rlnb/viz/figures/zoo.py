@@ -22,11 +22,12 @@ def np_(x) -> np.ndarray:
 
 
 def trace(fig: go.Figure, name: str):
-    """The trace called ``name`` (KeyError listing the names if there is none)."""
+    """The trace whose key (``meta``, e.g. a metric's history key) or name is ``name`` (KeyError listing the
+    names if there is none)."""
     for t in fig.data:
-        if t.name == name:
+        if t.meta == name or t.name == name:
             return t
-    raise KeyError(f"no trace {name!r}; traces: {[t.name for t in fig.data]}")
+    raise KeyError(f"no trace {name!r}; traces: {[t.meta or t.name for t in fig.data]}")
 
 
 def _fade(selected: str | None, name: str) -> dict:
