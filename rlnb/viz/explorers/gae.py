@@ -33,6 +33,7 @@ def gae_figure(*, adv, mask, labels: Sequence[str], lams, spread, error=None, la
     z = [[None if np.isnan(x) else float(x) for x in row] for row in a]  # None, not NaN: widget messages are JSON
     fig.add_heatmap(z=z, x=list(range(a.shape[1])), y=list(labels), name="advantages", colorscale="RdBu",
                     zmid=0, zmin=-lim or -1, zmax=lim or 1, text=text, texttemplate="%{text}" if text else None,
+                    textfont=dict(size=12),
                     hovertemplate="token %{x}: A = %{z:.3f}<extra>%{y}</extra>",
                     colorbar=dict(title="A_t", x=0.47, len=0.9, thickness=12), row=1, col=1)  # clear of panel 2's axis
     fig.add_scatter(x=list(lams), y=list(spread), name="spread (std of A_t)", mode="lines",

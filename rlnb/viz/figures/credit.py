@@ -24,7 +24,8 @@ def credit_figure(tokens, values, strips: dict, *, title: str = "Credit per toke
                     customdata=["(prompt)"] + list(tokens),
                     hovertemplate="after '%{customdata}'<br>V = %{y:.3f}<extra></extra>", row=1, col=1)
     fig.add_trace(go.Heatmap(z=z, x=list(range(L)), y=list(strips), text=[list(tokens)] * len(strips),
-                             texttemplate="%{text}", name="credit", colorscale="RdBu", zmid=0, zmin=-lim, zmax=lim,
+                             texttemplate="%{text}", textfont=dict(size=13), name="credit", colorscale="RdBu",
+                             zmid=0, zmin=-lim, zmax=lim,
                              xgap=2, ygap=2, colorbar=dict(title="A_t", len=0.45, y=0.2),
                              hovertemplate="token '%{text}' (t=%{x})<br>A_t %{z:+.3f}<extra>%{y}</extra>"),
                   row=2, col=1)
