@@ -121,3 +121,18 @@ def test_a_slider_drag_is_one_change():
                                                                   widgets.FloatLogSlider))]
     assert len(sliders) >= 3 and all(w.continuous_update is False for w in sliders)
     lab.close()
+
+
+def test_the_lab_measures_kl_to_the_start_whatever_beta_and_hands_the_reference_back():
+    t = Trainer.tiny("grpo", prompts_per_step=4, num_generations=8, seed=0)   # room for a group with signal
+    assert t.ref_model is None and t.recipe.beta == 0
+    lab = Lab(t, backend="static")
+    assert t.ref_model is not None                                      # the run's starting weights
+    moved = lambda: any(h["grad_norm"] > 0 for h in t.history[:-1])  # noqa: E731  (an update before the last step)
+    while not moved() or len(t.history) < 2:
+        assert len(t.history) < 12, "no group with signal in 12 small steps"
+        lab.step()
+    assert t.records[-1].stats.token_kl is not None and t.history[0]["kl"] == 0   # step 1: the policy is the start
+    assert t.history[-1]["kl"] > 0 and t.recipe.beta == 0               # measured; beta = 0 keeps it out of the loss
+    lab.close()
+    assert t.ref_model is None                                          # what the lab added, it removes

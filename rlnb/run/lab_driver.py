@@ -280,3 +280,16 @@ class LabLoop:
         self.closed = True
         if _OWNERS.get(self.trainer) is self:
             del _OWNERS[self.trainer]
+
+
+def measure_kl(trainer):
+    """Give a trainer without a reference the run's starting weights as one, so the lab logs the KL to the start
+    at every step whatever beta is (beta = 0 keeps it out of the loss): turning beta on then shows its effect, not
+    a jump from "unmeasured". Costs one reference forward per step. Returns the reference it added (or None:
+    the trainer had one, or its model is too big to have kept its starting weights)."""
+    if trainer.ref_model is not None:
+        return None
+    try:
+        return trainer.use_reference("start")
+    except ValueError:
+        return None

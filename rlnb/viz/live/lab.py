@@ -21,7 +21,7 @@ from rlnb import recipes as recipes_mod
 from rlnb.algos.resolve import inert_knobs
 from rlnb.core.knobs import UNSET
 from rlnb.recipe import Recipe
-from rlnb.run.lab_driver import LabLoop
+from rlnb.run.lab_driver import LabLoop, measure_kl
 from rlnb.viz.explorers.base import STYLE, dropdown, knob_control
 from rlnb.viz.explorers.tokens import TokenXRay
 from rlnb.viz.live.dashboard import Dashboard
@@ -92,6 +92,7 @@ class Lab:
             raise ValueError(f"knobs: {bad} are not Recipe knobs; known: {sorted(Recipe.knobs())}")
         self.trainer = trainer
         self.loop = LabLoop(trainer, knobs=knobs, replace=replace)
+        self._own_reference = measure_kl(trainer)
         self.dashboard = LabDashboard(trainer, self.loop, backend=backend, max_fps=max_fps)
         self.status = widgets.HTML()
         self.message = widgets.HTML()
@@ -190,8 +191,12 @@ class Lab:
         return describe(name)
 
     def close(self) -> None:
-        """Stop the background thread and release the trainer; the widget is closed too."""
+        """Stop the background thread and release the trainer (and the reference the lab added, while beta is 0);
+        the widget is closed too."""
         self.loop.close()
+        if self._own_reference and self.trainer.ref_model is self._own_reference and not self.trainer.recipe.beta:
+            self.trainer.use_reference(None)
+        self._own_reference = None
         if self._widget is not None:
             self._widget.close()
             self._widget = None
