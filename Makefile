@@ -37,7 +37,7 @@ train: install  ## headless: GRPO on 3-digit addition in the terminal (progress 
 	$(BIN)/rlnb train --recipe grpo --task add --steps 200 --out runs/grpo-add
 
 test: install  ## everything CI runs: unit tests, doctests, notebooks (smoke mode), browser test
-	$(BIN)/python -m pytest -q -ra -n $(WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -q -ra -n $(WORKERS) --dist loadfile --durations=15
 
 test-fast: install  ## unit tests and doctests only
 	$(BIN)/python -m pytest -q -ra -n $(WORKERS) --dist loadfile -m "not slow and not browser" tests rlnb

@@ -89,4 +89,4 @@ def test_every_collapsed_solution_passes_its_checker(path):
     for checker, fn_name, code in found:
         namespace: dict = {}
         exec(compile(code, f"{path.name}:solution", "exec"), namespace)  # our own notebook text, not model output
-        assert getattr(rlnb.check, checker)(namespace[fn_name]) is True
+        assert bool(getattr(rlnb.check, checker)(namespace[fn_name])) is True
