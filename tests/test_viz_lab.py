@@ -68,7 +68,8 @@ def test_play_returns_at_once_and_pause_stops_within_one_step():
 
 
 INTERRUPT = """
-import _thread, threading
+import _thread, signal, threading
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a background shell may have left SIGINT ignored
 from rlnb import Trainer
 from rlnb.run.lab_driver import LabLoop
 t = Trainer.tiny("grpo", prompts_per_step=2, num_generations=4, max_new_tokens=10)

@@ -38,7 +38,7 @@ class TokenXRay(Explorer):
     (``rlnb.viz.explorers.demo``).
     ``refresh()`` re-reads the trainer's records after more training.
 
-    Controls: ``step`` (value: index into the records; label: the trainer's step number), ``group``. Readout values: ``step`` (the trainer's
+    Controls: ``step`` (the trainer's step number of a kept record), ``group``. Readout values: ``step`` (the trainer's
     step number), ``clipped low``, ``clipped high`` (tokens in this group), ``mean entropy``, ``A_0``.
     Trace layout: ``rlnb.viz.figures.train.xray_figure``.
     """
@@ -53,17 +53,22 @@ class TokenXRay(Explorer):
         step = step % len(recs)
         P = recs[step].batch.P
         group = recs[step].batch.signal_group() if group is None else group  # an all-wrong group shows nothing
-        c = {"step": widgets.SelectionSlider(options=self._steps(recs), value=step, description="step", style=STYLE,
-                                             tooltip="Which kept training step"),
+        steps = self._steps(recs)
+        c = {"step": widgets.IntSlider(value=steps[step], min=steps[0], max=steps[-1], description="step", style=STYLE,
+                                       tooltip="Which kept training step (the trainer's step number)"),
              "group": widgets.IntSlider(value=min(group, P - 1), min=0, max=P - 1, description="group", style=STYLE,
                                         tooltip="Which prompt's group of G completions")}
         self._start(c)
 
     @staticmethod
-    def _steps(recs) -> list[tuple[str, int]]:
-        """The step slider's options: (the trainer's step number, index into the records)."""
-        return [(str(r.metrics.get("step", i + 1) if isinstance(r.metrics, dict) else i + 1), i)
-                for i, r in enumerate(recs)]
+    def _steps(recs) -> list[int]:
+        """The trainer's step number of each kept record (its position + 1 where a record has none)."""
+        return [int(r.metrics.get("step", i + 1)) if isinstance(r.metrics, dict) else i + 1 for i, r in enumerate(recs)]
+
+    def _record(self, recs):
+        """The kept record of the slider's step (the latest at or before it: kept steps may have gaps)."""
+        steps, want = self._steps(recs), self.controls["step"].value
+        return recs[max([i for i, s in enumerate(steps) if s <= want] or [0])]
 
     def records(self) -> list:
         if self._records is not None:
@@ -79,13 +84,15 @@ class TokenXRay(Explorer):
     def refresh(self) -> None:
         """Re-read the records, let the slider reach the newest, and jump to it."""
         recs = self.records()
+        steps = self._steps(recs)
         with self.hold():
-            self.controls["step"].options = self._steps(recs)
-            self.controls["step"].value = len(recs) - 1
+            w = self.controls["step"]
+            w.max = max(steps[-1], w.min)  # widen first: ipywidgets refuses min > max on the way
+            w.min, w.max, w.value = steps[0], steps[-1], steps[-1]
 
     def _figure(self):
         recs = self.records()
-        rec = recs[min(self.controls["step"].value, len(recs) - 1)]
+        rec = self._record(recs)
         b, st = rec.batch, rec.stats
         G = b.group_size
         g = min(self.controls["group"].value, b.P - 1)
