@@ -224,3 +224,17 @@ def test_widgets_on_a_trainer_record(trainer):
     assert clip.values["clip_ratio/low_mean"] == pytest.approx(float(low), abs=one_token)
     ent = EntropyView(trainer=trainer)
     assert ent.values["last entropy"] == pytest.approx(trainer.history[-1]["entropy"])
+
+
+def test_display_hands_the_frontend_the_current_figure():
+    """A FigureWidget in a box: displaying the box re-sends the figure's traces and layout, so a view drawn
+    after updates starts from them (plotly re-sends only for a bare FigureWidget)."""
+    from rlnb.viz import ClipExplorer
+
+    ex = ClipExplorer()
+    ex.fig._widget_data = []                           # a frontend copy that missed everything
+    ex.controls["eps_high"].value = 0.31
+    ex._repr_mimebundle_()
+    names = [t.get("name") for t in ex.fig._widget_data]
+    assert "objective A>0" in names and len(names) == len(ex.fig.data)
+    assert ex.fig._widget_layout["title"]["text"] == ex.fig.layout.title.text and "0.31" in ex.fig.layout.title.text

@@ -9,6 +9,7 @@ the environment variable ``RLNB_VIZ_BACKEND=static`` forces the fallback.
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import sys
 import warnings
@@ -115,6 +116,21 @@ class LiveFigure:
         """Show ``new`` (built by the same builder, so it has the same traces)."""
         sync_figure(self.fig, new)
         self.render()
+
+    def refresh_view(self) -> None:
+        """Hand the frontend the whole figure again, just before it is displayed.
+
+        plotly does this itself when a bare ``FigureWidget`` is displayed, but not for one inside a box
+        (every explorer, dashboard and lab). Without it a view drawn later starts from the frontend's copy,
+        which misses any update that arrived while the widget's script was still loading on a busy machine
+        (seen as an empty figure). The static backend simply redraws."""
+        if self.backend == "static":
+            self.render()
+            return
+        fig = self.fig
+        if hasattr(fig, "_widget_data") and hasattr(fig, "_layout_obj"):  # plotly's synced copies
+            fig._widget_layout = copy.deepcopy(fig._layout_obj._props)
+            fig._widget_data = copy.deepcopy(fig._data)
 
     def render(self) -> None:
         """Redraw the static view (the widget view updates itself)."""

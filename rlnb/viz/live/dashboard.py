@@ -170,6 +170,7 @@ class Dashboard:
         return self._widget
 
     def _repr_mimebundle_(self, **kwargs):
+        self.live.refresh_view()  # the view starts from the figure as it is now
         return self.widget._repr_mimebundle_(**kwargs)
 
     def _post_run_cell(self, *args) -> None:

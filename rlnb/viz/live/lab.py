@@ -290,6 +290,7 @@ class Lab:
         return self._widget
 
     def _repr_mimebundle_(self, **kwargs):
+        self.dashboard.live.refresh_view()  # the view starts from the figure as it is now
         return self.widget._repr_mimebundle_(**kwargs)
 
 
