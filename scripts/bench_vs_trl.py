@@ -12,6 +12,10 @@ the machine has at that moment; the ratio of each pair (TRL s / rlnb s) is the n
 Utilisation: the model FLOPs a step needs (one sampling pass over prompt and completion, one training
 forward and backward; a recomputed forward counts as waste) divided by its seconds, over what a plain fp32
 matmul of the training forward's MLP shape reaches on the same cores in the same run.
+
+Padding efficiency: the share of the positions the training forward computes that hold real tokens. rlnb runs
+rows in buckets of similar length (``rlnb.models.buckets``); TRL pads every row to the batch's longest prompt
+and longest completion.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import torch  # noqa: E402
 import rlnb  # noqa: E402
 from rlnb.export import to_trl  # noqa: E402
 from rlnb.run.evaluate import evaluate  # noqa: E402
+from rlnb.models.buckets import padded_share  # noqa: E402
 from rlnb.stages import sample as sample_mod  # noqa: E402
 
 
@@ -128,6 +133,7 @@ def main(argv=None) -> None:
     cfg = ours.model.config
     A, B = Stages(), Stages()                                             # A: TRL, B: rlnb
     flops = {"trl": [], "rlnb": []}
+    real_share = {"trl": [], "rlnb": []}                                  # padding efficiency per step
     shapes, mm = {}, []                                                   # mm: matmul FLOP/s between steps
 
     def rlnb_step(trl_seconds: float) -> None:
@@ -140,6 +146,9 @@ def main(argv=None) -> None:
         shapes.update(rows=b.B, prompt_tokens=pt, M=int(b.B * (b.prompt_ids.shape[1] + b.completion_ids.shape[1])))
         flops["rlnb"].append(step_flops(cfg, pt, ct, b.B))
         flops["trl"].append(step_flops(cfg, pt, A.steps[-1].get("completion_tokens", ct), b.B))
+        real_share["rlnb"].append(padded_share(b.prompt_mask, b.mask)["bucketed"])
+        trl_ct, trl_T = A.steps[-1].get("completion_tokens", ct), A.steps[-1].get("completion_max", b.mask.shape[1])
+        real_share["trl"].append((pt + trl_ct) / (b.B * (b.prompt_ids.shape[1] + trl_T)))
         m = rec.metrics
         mm.append(matmul_flops_per_s(max(shapes["M"], 256), cfg.hidden_size, cfg.intermediate_size, reps=5))
         B.close(dt, sample=m["timing/sample_s"], reward=m["timing/reward_s"], advantage=m["timing/advantage_s"],
@@ -149,6 +158,7 @@ def main(argv=None) -> None:
 
     def count_tokens(inputs, prompts, completions, completion_ids_list):
         A.now["completion_tokens"] = float(sum(len(c) for c in completion_ids_list))
+        A.now["completion_max"] = float(max(len(c) for c in completion_ids_list))
 
     A.wrap(trl, "_generate", "generate")
     A.wrap(trl, "_calculate_rewards", "reward")
@@ -188,6 +198,9 @@ def main(argv=None) -> None:
     print(f"fp32 matmul ({shapes.get('M', 4096)}x{cfg.hidden_size} @ {cfg.hidden_size}x{cfg.intermediate_size}): "
           f"median {mm / 1e9:.1f} GFLOP/s over the run (quartiles {mm_q[0] / 1e9:.1f}-{mm_q[-1] / 1e9:.1f}); "
           f"utilisation TRL {util['trl']:.2f}, rlnb {util['rlnb']:.2f}")
+    eff = {k: statistics.median(v[w:] or v) for k, v in real_share.items()}
+    print(f"padding efficiency (real tokens / positions the training forward computes, median): "
+          f"TRL {eff['trl']:.2f}, rlnb {eff['rlnb']:.2f}")
     if args.eval:
         ev = lambda m: evaluate(m, ours.tokenizer, ours.task, n=args.eval,  # noqa: E731
                                      max_new_tokens=ours.recipe.max_new_tokens)["pass@1"]
