@@ -16,7 +16,7 @@ from rlnb.batch import Batch
 from rlnb.core.checks import check_model, check_trainer_args
 from rlnb.core.runtime import Timer, check_hooks, deferred_interrupt, hash_seed
 from rlnb.recipe import Recipe
-from rlnb.run import checkpoint
+from rlnb.run import checkpoint, owner
 from rlnb.run.controllers import build_controllers
 from rlnb.run.driver import run_steps
 from rlnb.run.evaluate import evaluate
@@ -27,6 +27,9 @@ from rlnb.stages.metrics import step_metrics
 from rlnb.stages.prompts import PromptPool
 from rlnb.stages.runner import StageRunner
 
+# what set_recipe rebuilds, and puts back when the new recipe is refused
+_REBUILT = ("recipe", "ref_model", "pass_rates", "sampler", "rewarder", "refill", "valuer", "advantager", "updater",
+            "controllers")
 EVAL_SEED = 10_000  # held-out prompts; training prompts come from a pool seeded "train:<seed>"
 KEEP_START_PARAMS = 50_000_000  # keep a CPU copy of the starting weights (a reference for beta > 0 later) up to this
 
@@ -150,10 +153,12 @@ class Trainer:
         the stages are rebuilt, and the optimizer's learning rate, warm-up and weight decay follow.
         Turning beta on mid-run uses the model the run started from as the reference. Returns the new
         recipe. ``critic`` cannot change mid-run (it adds a value head to the optimizer)."""
+        owner.check(self, "reconfigure")
         return self.set_recipe(self.recipe.replace(**changes))                # raises before anything changes
 
     def set_recipe(self, new: Recipe) -> Recipe:
         """Run with recipe ``new`` from the next step (what ``reconfigure`` does with its changes)."""
+        owner.check(self, "set_recipe")
         if self._in_step:
             raise RuntimeError("reconfigure: called during a step; knobs change between steps")
         if not isinstance(new, Recipe):
@@ -161,14 +166,23 @@ class Trainer:
         if new.critic != self.recipe.critic:
             raise ValueError(f"critic: cannot switch the value head {'on' if new.critic else 'off'} mid-run; "
                              "build a new Trainer")
-        if new.beta > 0 and self.ref_model is None:
-            self.use_reference("start", rebuild=False)                        # raises before anything changes
-        states = {type(c): c.state() for c in self.controllers}
-        self.recipe = new
-        self._build_stages()
-        for c in self.controllers:  # a controller that survives keeps its coefficient
-            if type(c) in states:
-                c.set(states[type(c)])
+        saved = {k: getattr(self, k) for k in _REBUILT}
+        threshold = None if self.pass_rates is None else self.pass_rates.threshold
+        try:  # a recipe the stages refuse (a knob checked against the model, say) changes nothing
+            if new.beta > 0 and self.ref_model is None:
+                self.use_reference("start", rebuild=False)
+            states = {type(c): c.state() for c in self.controllers}
+            self.recipe = new
+            self._build_stages()
+            for c in self.controllers:  # a controller that survives keeps its coefficient
+                if type(c) in states:
+                    c.set(states[type(c)])
+        except BaseException:
+            for k, v in saved.items():
+                setattr(self, k, v)
+            if self.pass_rates is not None:
+                self.pass_rates.threshold = threshold
+            raise
         set_schedule(self.optimizer, self.scheduler, lr=new.lr, warmup_steps=new.warmup_steps,
                      weight_decay=new.weight_decay)
         return new
@@ -177,6 +191,7 @@ class Trainer:
         """Set the KL reference, the one place a reference model is set: a model, ``"copy"`` (a frozen copy
         of the policy now), ``"start"`` (the policy as the run started, from the weights kept at
         construction; models up to ``KEEP_START_PARAMS``), or None (no reference). Returns it."""
+        owner.check(self, "use_reference")
         if isinstance(ref_model, str) and ref_model not in ("copy", "start"):
             raise ValueError(f"ref_model: expected a model, 'copy', 'start' or None, got {ref_model!r}")
         if ref_model == "start" and self._start_weights is None:
@@ -210,6 +225,7 @@ class Trainer:
 
     def set_state(self, s: RunState) -> None:
         """Put the run where ``s`` says (history is replaced in place, so a list a notebook holds follows)."""
+        owner.check(self, "set_state")
         if not isinstance(s, RunState):
             raise TypeError(f"state: expected a RunState (from Trainer.state()), got {type(s).__name__}")
         for k, rng in s.rng.items():
@@ -235,12 +251,14 @@ class Trainer:
         ("sample", "reward", "advantage", "update"; the step commits after "update"). An error or
         KeyboardInterrupt inside a step leaves the trainer as it was before that step.
         Returns ``self.history``."""
+        owner.check(self, "run")
         return run_steps(self, steps, callbacks=callbacks, progress=progress)
 
     def save(self, directory):
         """Everything that defines the run and where it stands, written atomically: model, reference,
         optimizer, scheduler, recipe, task and the ``RunState`` (``rlnb.run.checkpoint`` lists the files).
         Refuses a ``directory`` that is a file or a folder holding anything but an rlnb checkpoint."""
+        owner.check(self, "save")
         return checkpoint.save(self, directory)
 
     @classmethod
@@ -272,6 +290,7 @@ class Trainer:
     def step(self, *, callbacks=()) -> StepRecord:
         """One step: sample -> reward (-> refill) -> advantage -> update. On any error or interrupt nothing
         changes. ``callbacks``: objects with ``on_stage(trainer, stage, batch)``, called after each stage."""
+        owner.check(self, "step")
         stage = StageRunner(self, check_hooks(callbacks))
         with rollback_on_error(self), self._stepping(), self._old_logp_from_update():
             batch = stage("sample", self.sampler.step, self.next_prompts())
@@ -287,6 +306,7 @@ class Trainer:
 
     def rollout(self) -> Batch:
         """The step's first stages on the next prompts, without the update: sample, reward and (DAPO) refill."""
+        owner.check(self, "rollout")
         stage = StageRunner(self, [])
         return self.refill.step(stage.next_round(), more=stage.next_round)
 

@@ -19,6 +19,7 @@ import time
 import weakref
 from dataclasses import dataclass
 
+from rlnb.run import owner
 from rlnb.run.state import restore, snapshot
 
 STATES = ("paused", "playing", "stepping")
@@ -59,7 +60,6 @@ class LabLoop:
                 raise RuntimeError("trainer: another Lab already drives this trainer; close it (lab.close()) "
                                    "or pass replace=True to stop it and take over")
             old.close()
-        _OWNERS[trainer] = self
         self.trainer, self.closed, self.error = trainer, False, None
         trainer.logged_knobs = tuple(dict.fromkeys((*trainer.logged_knobs, *knobs)))
         self.state, self.changes, self.pending = "paused", [], {}
@@ -69,31 +69,45 @@ class LabLoop:
         self._thread: threading.Thread | None = None
         self._stage = None  # the half-run step of step_stage(): its thread and handshake
         self.checkpoint = self._checkpoint()
+        _OWNERS[trainer] = self  # last: a constructor that raised owns nothing
 
     # --- knobs ---------------------------------------------------------------------------------
     def set(self, knob: str, value) -> None:
         """Queue ``knob = value`` for the next step boundary. Validated now against the recipe with every
         queued change (raises ValueError/TypeError naming the knob; nothing is queued then)."""
+        self.set_many({knob: value})
+
+    def set_many(self, changes: dict) -> None:
+        """Queue several knobs as one change: validated together, applied together or not at all."""
+        if self.closed:
+            raise RuntimeError("set: this lab is closed; its controls no longer drive the trainer (make a new Lab)")
+        if "critic" in changes and changes["critic"] != self.trainer.recipe.critic:
+            raise ValueError("critic: cannot switch the value head on or off live (it adds a module to the "
+                             "optimizer); build a new Trainer with the recipe instead")
         with self._lock:
-            trial = {**self.pending, knob: value}
+            trial = {**self.pending, **changes}
             self.trainer.recipe.replace(**trial)
             self.pending = trial
         if self.state == "paused" and self._stage is None:
-            self._apply()
+            refused = self._apply()
+            if refused is not None:  # applied now, so say so now (while playing it shows as lab.error)
+                raise refused
 
-    def _apply(self) -> None:
+    def _apply(self) -> Exception | None:
         """Apply the queued changes (between steps only). A combination the Trainer refuses is dropped,
-        recorded in ``error``, and the run goes on with the knobs it had."""
+        recorded in ``error`` and returned, and the run goes on with the knobs it had."""
         with self._lock:
             changes, self.pending = self.pending, {}
         if not changes:
-            return
+            return None
         t = self.trainer
         before = {k: t.knob(k) for k in changes}
         try:
             t.reconfigure(**changes)
         except (ValueError, TypeError) as err:
             self.error = f"{type(err).__name__}: {err}"
+            self.on_change()
+            return err
         else:
             self.error = None
             self.changes += [Change(k, before[k], t.knob(k), t.step_count + 1) for k in changes
@@ -126,6 +140,7 @@ class LabLoop:
         self._stop.clear()
         self.state, self.error = "playing", None
         self._thread = threading.Thread(target=self._play, args=(steps,), name="rlnb-lab", daemon=True)
+        owner.claim(self.trainer, self._thread, "a playing Lab")
         self._thread.start()
 
     def _play(self, steps) -> None:
@@ -138,6 +153,7 @@ class LabLoop:
             self.error = f"{type(err).__name__}: {err}"
         finally:
             self.checkpoint = self._checkpoint()
+            owner.release(self.trainer, threading.current_thread())
             self.state = "paused"
             self.on_change()
 
@@ -174,6 +190,7 @@ class LabLoop:
             self._apply()
             self._stage = {"go": threading.Event(), "done": threading.Event(), "out": None, "abort": False}
             self._stage["thread"] = threading.Thread(target=self._staged, args=(self._stage,), daemon=True)
+            owner.claim(self.trainer, self._stage["thread"], "a Lab's half-run step (step_stage())")
             self._stage["thread"].start()
         else:
             self._stage["go"].set()
@@ -206,7 +223,10 @@ class LabLoop:
             loop.on_step(record)
         except BaseException as err:
             s["out"] = err
+            owner.release(loop.trainer, threading.current_thread())  # before the caller goes on
             s["done"].set()
+        finally:
+            owner.release(loop.trainer, threading.current_thread())
 
     def _check_idle(self, what: str) -> None:
         if self.closed:

@@ -92,6 +92,14 @@ class Lab:
             raise ValueError(f"knobs: {bad} are not Recipe knobs; known: {sorted(Recipe.knobs())}")
         self.trainer = trainer
         self.loop = LabLoop(trainer, knobs=knobs, replace=replace)
+        self._own_reference, self._widget = None, None
+        try:
+            self._build(trainer, knobs, backend, max_fps)
+        except BaseException:
+            self.close()  # a lab that could not be built owns nothing: trainer released, reference handed back
+            raise
+
+    def _build(self, trainer, knobs, backend, max_fps) -> None:
         self._own_reference = measure_kl(trainer)
         self.dashboard = LabDashboard(trainer, self.loop, backend=backend, max_fps=max_fps)
         self.status = widgets.HTML()
@@ -169,8 +177,11 @@ class Lab:
             new = recipes_mod.get(value)
             cur = self.trainer.recipe
             changes = {k: getattr(new, k) for k in Recipe.knobs() if getattr(new, k) != getattr(cur, k)}
-            for k, v in changes.items():
-                self.loop.set(k, v)
+            if changes.get("critic", cur.critic) != cur.critic:
+                raise ValueError(f"recipe: {value!r} {'trains' if new.critic else 'has no'} critic (a value head) "
+                                 f"and this run {'has none' if new.critic else 'has one'}; it cannot switch live. "
+                                 f"Build a new Trainer: rlnb.Trainer.tiny({value!r})")
+            self.loop.set_many(changes)                     # all of the recipe at one boundary, or none of it
         else:
             self.loop.set(knob, value)
         self._refresh()
