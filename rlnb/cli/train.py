@@ -22,6 +22,8 @@ import threading
 import time
 from pathlib import Path
 
+from rlnb.cli.lock import run_lock
+
 DEFAULTS = {"recipe": "grpo", "task": "add", "seed": 0, "steps": 200, "reward_on_error": "raise"}
 RUN_FLAGS = ("recipe", "task", "seed", "model", "dtype", "gradient_checkpointing", "chat_template",
              "reward_on_error", "out", "overwrite")  # what a run is: a saved run keeps its own
@@ -217,10 +219,19 @@ def _new(args, overrides: dict):
 def train(args, overrides: dict) -> int:
     if args.resume:
         check_resume_flags(args, overrides)
-        trainer, out, summary, target = _resume(args)
-        held = []
-    else:
-        trainer, out, summary, target, held = _new(args, overrides)
+        check_resume_dir(args.resume)
+        with run_lock(args.resume, "--resume"):  # before loading: the holder may be saving right now
+            trainer, out, summary, target = _resume(args)
+            return _train(args, trainer, out, summary, target, [])
+    trainer, out, summary, target, held = _new(args, overrides)
+    with run_lock(out, "--out"):
+        if held_run(out) != held:  # another run wrote here while this one was being built
+            raise ValueError(f"--out: {out} now holds another run ({', '.join(held_run(out))}); continue it with "
+                             f"--resume {out}, or replace it with --overwrite")
+        return _train(args, trainer, out, summary, target, held)
+
+
+def _train(args, trainer, out: Path, summary: dict, target: int, held: list[str]) -> int:
     stop = StopRequest()
     with stop.installed():  # from the first file written on, Ctrl-C cannot leave the files disagreeing
         with stop.shield():

@@ -72,9 +72,31 @@ def check_target(directory: Path) -> None:
 def save(trainer, directory) -> Path:
     """Write ``trainer`` to ``directory`` atomically (see the module docstring)."""
     directory = as_path("directory", directory)
+    if directory.is_symlink():  # write beside the real folder: the renames below must not replace the link
+        directory = directory.resolve()
     check_target(directory)
     tmp, old = directory.with_name(directory.name + ".tmp"), directory.with_name(directory.name + ".old")
     shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        _write(trainer, tmp)
+    except Exception as e:  # a full disk, a file-size limit, a vanished folder: the last checkpoint stays
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, OSError) or "No space" in str(e) or "too large" in str(e) or "os error" in str(e):
+            why = e.strerror if isinstance(e, OSError) and e.strerror else " ".join(str(e).split())[:200]
+            raise OSError(f"directory: could not write the checkpoint to {directory} ({why}); the previous "
+                          "checkpoint there is intact") from e
+        raise
+    with deferred_interrupt():  # killed between the renames, load() falls back to <dir>.old
+        if directory.exists():  # only then is a leftover <dir>.old stale
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(directory, old)
+        os.replace(tmp, directory)
+    shutil.rmtree(old, ignore_errors=True)
+    return directory
+
+
+def _write(trainer, tmp: Path) -> None:
+    """Every file of a checkpoint, into the fresh folder ``tmp``."""
     tmp.mkdir(parents=True)
     reference = trainer.ref_model is not None and _saveable(trainer.ref_model)
     state = trainer.state()
@@ -92,13 +114,6 @@ def save(trainer, directory) -> Path:
                 "value_head": None if trainer.value_head is None else trainer.value_head.state_dict()}, tmp / "state.pt")
     (tmp / "trainer.json").write_text(json.dumps(_meta(trainer, state, reference), indent=1))
     (tmp / "history.jsonl").write_text("".join(json.dumps(h) + "\n" for h in state.history))
-    with deferred_interrupt():  # killed between the renames, load() falls back to <dir>.old
-        if directory.exists():  # only then is a leftover <dir>.old stale
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(directory, old)
-        os.replace(tmp, directory)
-    shutil.rmtree(old, ignore_errors=True)
-    return directory
 
 
 def _saveable(ref_model) -> bool:
