@@ -147,6 +147,16 @@ def test_entropy_thermostat_and_bonus():
     assert "entropy_coef" in {g.field for g in trl_mapping(rlnb.recipes.get("grpo", entropy_coef=0.01)).differences}
 
 
+def test_entropy_bonus_under_a_top_entropy_mask_is_a_difference():
+    """TRL puts the bonus on the masked tokens (mask x entropy_mask); rlnb on every valid token: reported."""
+    both = trl_mapping(rlnb.recipes.get("dapo", entropy_coef=0.01, top_entropy_quantile=0.2))
+    gap = [g for g in both.differences if g.field == "top_entropy_quantile"]
+    assert len(gap) == 1 and "entropy bonus" in gap[0].why
+    for alone in (dict(top_entropy_quantile=0.2), dict(entropy_coef=0.01)):  # either alone agrees with TRL
+        fields = {g.field for g in trl_mapping(rlnb.recipes.get("dapo", **alone)).differences}
+        assert "top_entropy_quantile" not in fields
+
+
 def test_overlong_filter_with_a_sequence_mean_is_a_difference():
     m = trl_mapping(rlnb.recipes.get("grpo", filters=("overlong",)))
     assert m.kwargs["mask_truncated_completions"] is True and "filters" in {g.field for g in m.differences}

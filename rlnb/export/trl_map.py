@@ -193,6 +193,10 @@ def _kl_entropy(r: Recipe, m: TRLMapping) -> None:
                         entropy_coef_delta=r.entropy_coef_delta, entropy_coef_max=r.entropy_coef_max)
         m.differences.append(Gap("entropy_target", r.entropy_target, "TRL applies the coefficient only while "
                                  "the entropy is at or below the target (gated); rlnb's thermostat always applies it"))
+    if (r.entropy_coef or r.entropy_target is not None) and r.top_entropy_quantile < 1:
+        m.differences.append(Gap("top_entropy_quantile", r.top_entropy_quantile, "TRL applies the entropy bonus "
+                                 "only on the top-entropy tokens the policy gradient reaches (sum H m E / sum m E); "
+                                 "rlnb on every valid token"))
     if (r.entropy_coef or r.entropy_target is not None) and r.aggregation != "token-mean":
         m.differences.append(Gap("entropy_coef", r.entropy_coef, "TRL's entropy bonus is a token mean; rlnb "
                                  f"aggregates it like the loss ({r.aggregation})"))
