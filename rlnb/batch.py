@@ -90,7 +90,14 @@ class Batch:
 
     def select(self, rows: torch.Tensor) -> Batch:
         """The sub-batch of ``rows`` (a (b,) long tensor); tensors and lists are indexed alike."""
-        rows = torch.as_tensor(rows).long()
+        rows = torch.as_tensor(rows)
+        if rows.dim() != 1 or rows.is_floating_point() or rows.dtype == torch.bool:
+            raise TypeError(f"rows: expected a 1-D tensor or list of int row indices, got {tuple(rows.shape)} "
+                            f"{rows.dtype}")
+        rows = rows.long()
+        if len(rows) and (int(rows.min()) < -self.B or int(rows.max()) >= self.B):
+            raise ValueError(f"rows: expected indices in [0, {self.B}) (B = {self.B}), got "
+                             f"{[r for r in rows.tolist() if not -self.B <= r < self.B][:5]}")
         pick = lambda v: v[rows] if isinstance(v, torch.Tensor) else [v[i] for i in rows.tolist()]  # noqa: E731
         changes = {}
         for f in dataclasses.fields(self):
@@ -120,6 +127,9 @@ class Batch:
         changes = {}
         for f in dataclasses.fields(cls):
             vals = [getattr(b, f.name) for b in batches]
+            if len({v is None for v in vals}) > 1:  # e.g. a sampled batch and a prompt-only one
+                raise ValueError(f"batches: field {f.name!r} is set in some batches and None in others; expected "
+                                 "batches from the same stage (all sampled, or all rewarded, ...)")
             if f.name == "group_size" or vals[0] is None:
                 continue
             if isinstance(vals[0], list):

@@ -53,6 +53,9 @@ def check_model(model, tokenizer) -> None:
                          "them); load them, e.g. AutoModelForCausalLM.from_pretrained(...) without device_map='meta'")
     if len({p.device for p in params}) > 1:
         raise ValueError(f"model: expected every weight on one device, got {sorted({str(p.device) for p in params})}")
+    if params[0].device.type == "cpu" and any(p.dtype == torch.float16 for p in params):
+        raise ValueError("model: float16 weights on the CPU overflow to NaN within a step or two (the optimizer "
+                         "writes them back in float16); use model.float(), or model.to(torch.bfloat16)")
     n_model = model.get_input_embeddings().weight.shape[0]
     if len(tokenizer) > n_model:
         raise ValueError(f"tokenizer: has {len(tokenizer)} tokens but the model's embedding has only {n_model} rows; "
@@ -62,12 +65,18 @@ def check_model(model, tokenizer) -> None:
             raise ValueError(f"tokenizer.{name}: expected a token id, got None (set tokenizer.{name[:-3]})")
 
 
+def check_causal_lm(name: str, obj) -> None:
+    """``obj`` is a causal LM: a callable torch module with an LM head (``get_output_embeddings``)."""
+    if not callable(obj) or not hasattr(obj, "parameters") or not hasattr(obj, "get_output_embeddings"):
+        raise TypeError(f"{name}: expected a causal LM (a transformers model with an LM head, like the policy), "
+                        f"got {type(obj).__name__}")
+
+
 def check_ref_model(ref_model, model) -> None:
     """A reference policy must be a causal LM on the model's device with the model's vocabulary."""
     if ref_model is None:
         return
-    if not callable(ref_model) or not hasattr(ref_model, "parameters"):
-        raise TypeError(f"ref_model: expected a causal LM (callable torch module), got {type(ref_model).__name__}")
+    check_causal_lm("ref_model", ref_model)
     ref_params = list(ref_model.parameters())
     if not ref_params or any(p.device.type == "meta" for p in ref_params):
         raise ValueError("ref_model: expected loaded weights, got none or weights on the meta device")
@@ -79,6 +88,19 @@ def check_ref_model(ref_model, model) -> None:
         V = model.get_output_embeddings().weight.shape[0]
         if V_ref != V:
             raise ValueError(f"ref_model: expected the model's vocabulary of {V} tokens, got {V_ref}")
+
+
+def check_context(model, prompt_lengths: list[int], max_new_tokens: int) -> None:
+    """Each prompt plus ``max_new_tokens`` must fit in the model's context window (when its config says)."""
+    ctx = context_length(model)
+    if ctx is None:
+        return
+    too_long = [i for i, n in enumerate(prompt_lengths) if n + max_new_tokens > ctx]
+    if too_long:
+        i = too_long[0]
+        raise ValueError(f"prompts: row {i} has {prompt_lengths[i]} tokens, and with max_new_tokens={max_new_tokens} "
+                         f"that exceeds the model's context of {ctx} tokens (rows {too_long[:10]}); shorten the "
+                         "prompts or lower max_new_tokens")
 
 
 def context_length(model) -> int | None:

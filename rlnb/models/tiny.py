@@ -68,14 +68,25 @@ def load(name_or_path: str | Path = DEFAULT_DIR, *, dtype: torch.dtype = torch.f
     try:
         with quiet_progress():
             model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=dtype, use_safetensors=True)
+    except Exception as e:  # not found, offline, no safetensors, a corrupt file: name it, in one line
+        if not isinstance(e, OSError) and type(e).__name__ != "SafetensorError":
+            raise
+        raise OSError(f"model: cannot load the weights of {str(name_or_path)!r}: {_first_line(e)}") from e
+    try:
+        with quiet_progress():
             tokenizer = AutoTokenizer.from_pretrained(name_or_path)
-    except OSError as e:  # not found, offline, no safetensors: name what could not be loaded, in one line
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise OSError(f"model: cannot load {str(name_or_path)!r}: {first}") from e
+    except (OSError, ValueError) as e:  # a model folder without tokenizer files
+        raise OSError(f"tokenizer: cannot load a tokenizer from {str(name_or_path)!r} (expected tokenizer.json or "
+                      f"tokenizer_config.json with its vocabulary there): {_first_line(e)}") from e
     if tokenizer.pad_token is None:  # many chat models ship without one; EOS is the usual stand-in
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
     return model.to(device).eval(), tokenizer
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:300] if text else type(e).__name__
 
 
 def load_default(*, dtype: torch.dtype = torch.float32, device: str = "cpu"):

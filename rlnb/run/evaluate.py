@@ -6,6 +6,7 @@ from math import comb
 
 import torch
 
+from rlnb.core.checks import check_context
 from rlnb.models.generate import encode_prompts, sample
 
 
@@ -50,6 +51,8 @@ def evaluate(model, tokenizer, task, *, n: int = 200, seed: int = 10_000, k: int
     if greedy and k > 1:
         raise ValueError(f"k: pass@k needs sampling; got k={k} with greedy=True")
     ds = task.dataset(n, seed=seed)
+    # what step() refuses, evaluate() refuses too (past the context a model scores 0 without saying why)
+    check_context(model, encode_prompts(tokenizer, ds["prompt"])[1].sum(-1).tolist(), max_new_tokens)
     gen = torch.Generator(device=next(model.parameters()).device).manual_seed(seed)
     was_training = model.training
     model.eval()

@@ -6,7 +6,7 @@ import torch
 
 from rlnb.algos import sum_pi_squared
 from rlnb.batch import Batch, require
-from rlnb.core.checks import context_length
+from rlnb.core.checks import check_causal_lm, check_context, context_length
 from rlnb.models.forward import PolicyOut, completion_logits, completion_logprobs
 from rlnb.models.generate import encode_prompts, sample
 from rlnb.recipe import check_fields
@@ -42,6 +42,7 @@ class Sampler:
                  recompute_old_logp: bool = True, record_sum_pi_squared: bool = False):
         check_fields({"topk": "topk_logprobs"}, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
                      fp32_lm_head=fp32_lm_head, topk=topk)
+        check_causal_lm("model", model)
         ctx = context_length(model)
         if ctx is not None and max_new_tokens >= ctx:
             raise ValueError(f"max_new_tokens: expected fewer than the model's context of {ctx} tokens "
@@ -54,16 +55,7 @@ class Sampler:
 
     def check_context(self, prompt_mask: torch.Tensor) -> None:
         """Prompt plus ``max_new_tokens`` must fit in the model's context window (when its config says)."""
-        ctx = context_length(self.model)
-        if ctx is None:
-            return
-        lengths = prompt_mask.sum(-1)                                    # (B,) real prompt tokens
-        too_long = torch.nonzero(lengths + self.max_new_tokens > ctx).flatten()
-        if len(too_long):
-            i = int(too_long[0])
-            raise ValueError(f"prompts: row {i} has {int(lengths[i])} tokens, and with max_new_tokens="
-                             f"{self.max_new_tokens} that exceeds the model's context of {ctx} tokens "
-                             f"(rows {too_long[:10].tolist()}); shorten the prompts or lower max_new_tokens")
+        check_context(self.model, prompt_mask.sum(-1).tolist(), self.max_new_tokens)
 
     @property
     def device(self):

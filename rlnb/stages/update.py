@@ -13,6 +13,7 @@ import torch
 from rlnb.algos.entropy import entropy_bonus, top_entropy_mask
 from rlnb.algos.losses import extra_inputs
 from rlnb.batch import Batch, require
+from rlnb.core.checks import check_causal_lm
 from rlnb.core.display import Readable
 from rlnb.models.forward import POLICY_INPUTS, completion_logprobs
 from rlnb.recipe import check_fields
@@ -119,6 +120,10 @@ class Updater:
         check_fields(beta=beta, entropy_coef=entropy_coef, temperature=temperature, num_iterations=num_iterations,
                      num_mini_batches=num_mini_batches, max_grad_norm=max_grad_norm, fp32_lm_head=fp32_lm_head,
                      vf_coef=vf_coef)
+        check_causal_lm("model", model)
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise TypeError(f"optimizer: expected a torch.optim.Optimizer (see make_optimizer), got "
+                            f"{type(optimizer).__name__}")
         for name, fn in (("loss_fn", loss_fn), ("agg_fn", agg_fn)):
             if not callable(fn):
                 raise TypeError(f"{name}: expected a callable (a bound registry entry), got {fn!r}")
