@@ -56,14 +56,18 @@ class Trainer:
     each per step; pass ``safe_update=False`` for models too big to copy. ``reward_on_error``: "raise"
     (default) stops at a reward function that raises or returns None/NaN/a non-number, naming it and the
     completion; "zero" scores such entries 0 and counts them in the ``reward_errors`` metric.
+    ``reward_time_limit``: seconds a reward function call may take (None, the default: no limit); a call
+    that overruns is an error of that function, handled as ``reward_on_error`` says.
     """
 
     def __init__(self, model, tokenizer, task="add", recipe: str | Recipe = "grpo", *, seed: int = 0,
                  ref_model=None, pool_size: int = 4096, keep_records: int = 64, safe_update: bool = True,
-                 reward_on_error: str = "raise", **overrides):
+                 reward_on_error: str = "raise", reward_time_limit: float | None = None, **overrides):
         check_trainer_args(model, tokenizer, seed=seed, ref_model=ref_model, pool_size=pool_size,
-                           keep_records=keep_records, safe_update=safe_update, reward_on_error=reward_on_error)
+                           keep_records=keep_records, safe_update=safe_update, reward_on_error=reward_on_error,
+                           reward_time_limit=reward_time_limit)
         self.reward_on_error, self.pool_size = reward_on_error, pool_size  # saved with checkpoints
+        self.reward_time_limit = reward_time_limit
         self.recipe = recipes_mod.get(recipe, **overrides)
         self.task = tasks_mod.get(task)
         self.model, self.tokenizer, self.seed, self.safe_update = model, tokenizer, int(seed), safe_update
@@ -122,7 +126,8 @@ class Trainer:
             self.pass_rates.threshold = r.pass_rate_threshold
         st = build_stages(r, model=self.model, tokenizer=self.tokenizer, task=self.task, ref_model=self.ref_model,
                           value_head=self.value_head, optimizer=self.optimizer, scheduler=self.scheduler,
-                          generators=self.generators, reward_on_error=self.reward_on_error, pass_rates=self.pass_rates)
+                          generators=self.generators, reward_on_error=self.reward_on_error, pass_rates=self.pass_rates,
+                          reward_time_limit=self.reward_time_limit)
         self.sampler, self.rewarder, self.refill, self.valuer, self.advantager, self.updater = (
             st.sampler, st.rewarder, st.refill, st.valuer, st.advantager, st.updater)
         self.controllers = build_controllers(r, self)

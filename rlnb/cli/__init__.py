@@ -79,6 +79,17 @@ _folder.__name__ = "folder"
 _non_negative, _positive, _seed = _int_at_least(0), _int_at_least(1), _int_at_least(0, MAX_SEED)
 
 
+def _seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text[:40]!r}") from None
+    if not (value > 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text[:40]!r}")
+    return value
+
+
 def _overrides(args) -> dict:
     return {k[2:]: (tuple(v) if isinstance(v, list) else v) for k, v in vars(args).items() if k.startswith("r_")}
 
@@ -201,6 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--reward-on-error", choices=["raise", "zero"], default=None,
                      help="a reward function that raises or returns None/NaN: stop (raise, the default) or score it "
                           "0 and count it")
+    run.add_argument("--reward-time-limit", type=_seconds, default=None, metavar="SECONDS",
+                     help="seconds a reward function call may take (default: no limit); an overrun is that "
+                          "function's error, handled as --reward-on-error says")
     run.add_argument("--out", type=_folder, default=None, help="output folder (default runs/<recipe>-<task>-<time>)")
     run.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
     tr.add_argument("--resume", type=_folder, help="continue the run saved in this folder")

@@ -26,7 +26,7 @@ from rlnb.cli.lock import run_lock
 
 DEFAULTS = {"recipe": "grpo", "task": "add", "seed": 0, "steps": 200, "reward_on_error": "raise"}
 RUN_FLAGS = ("recipe", "task", "seed", "model", "dtype", "gradient_checkpointing", "chat_template",
-             "reward_on_error", "out", "overwrite")  # what a run is: a saved run keeps its own
+             "reward_on_error", "reward_time_limit", "out", "overwrite")  # what a run is: a saved run keeps its own
 MODEL_FLAGS = ("dtype", "gradient_checkpointing", "chat_template")
 RUN_FILES = ("metrics.jsonl", "summary.json", "report.html", "checkpoint", "checkpoint.old", "checkpoint.tmp")
 
@@ -202,7 +202,7 @@ def _new(args, overrides: dict):
     if held and not args.overwrite:
         raise ValueError(f"--out: {out} holds another run ({', '.join(held)}); continue it with --resume {out}, "
                          "or replace it with --overwrite")
-    kw = dict(seed=a["seed"], reward_on_error=a["reward_on_error"])
+    kw = dict(seed=a["seed"], reward_on_error=a["reward_on_error"], reward_time_limit=args.reward_time_limit)
     if args.model:  # a real model: on the GPU when there is one, bf16, see rlnb.models.pretrained
 
         options = {k: getattr(args, k) for k in MODEL_FLAGS if getattr(args, k, None) is not None}

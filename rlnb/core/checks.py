@@ -233,7 +233,7 @@ MAX_POOL = 10_000_000  # training prompts held in memory
 
 
 def check_trainer_args(model, tokenizer, *, seed, ref_model, pool_size, keep_records, safe_update,
-                       reward_on_error) -> None:
+                       reward_on_error, reward_time_limit=None) -> None:
     """Every ``Trainer(...)`` argument except the task and the recipe (checked where they are built)."""
     check_int("seed", seed, high=MAX_SEED)
     check_int("pool_size", pool_size, low=1, high=MAX_POOL)
@@ -241,5 +241,9 @@ def check_trainer_args(model, tokenizer, *, seed, ref_model, pool_size, keep_rec
     check_bool("safe_update", safe_update)
     if reward_on_error not in ("raise", "zero"):
         raise ValueError(f"reward_on_error: expected 'raise' or 'zero', got {short(reward_on_error)}")
+    if reward_time_limit is not None and (isinstance(reward_time_limit, bool) or not isinstance(
+            reward_time_limit, (int, float)) or not math.isfinite(reward_time_limit) or reward_time_limit <= 0):
+        raise ValueError(f"reward_time_limit: expected None (no limit) or a number of seconds > 0, got "
+                         f"{short(reward_time_limit)}")
     check_model(model, tokenizer)
     check_ref_model(ref_model, model)

@@ -170,7 +170,8 @@ def from_pretrained(trainer_cls, name_or_path: str | Path, *, task="add", recipe
         if ac == torch.float32:
             raise ValueError("autocast: expected a half-precision dtype ('bf16' or 'fp16'), got fp32")
         enable_autocast(model, ac)
-    trainer_kw = {k: overrides.pop(k) for k in ("pool_size", "keep_records", "reward_on_error") if k in overrides}
+    trainer_kw = {k: overrides.pop(k) for k in ("pool_size", "keep_records", "reward_on_error", "reward_time_limit")
+                  if k in overrides}
     rec = recipes_mod.get(recipe, **overrides)
     ref_model = None
     if lora_r:

@@ -40,8 +40,8 @@ from rlnb.recipe import Recipe
 from rlnb.run.state import RunState
 
 FORMAT = 2
-CONSTRUCTOR_ARGS = ("pool_size", "keep_records", "safe_update", "reward_on_error")
-LOAD_OPTIONS = ("keep_records", "safe_update", "reward_on_error")  # change no number of a run that has no error
+CONSTRUCTOR_ARGS = ("pool_size", "keep_records", "safe_update", "reward_on_error", "reward_time_limit")
+LOAD_OPTIONS = ("keep_records", "safe_update", "reward_on_error", "reward_time_limit")  # change no number of a run that has no error
 
 
 def as_path(arg: str, value) -> Path:
@@ -129,7 +129,7 @@ def _meta(t, state: RunState, reference: bool) -> dict:
         "format": FORMAT, "rlnb": __version__, "recipe": t.recipe.to_dict(), "task": t.task.spec(),
         "task_state": run["task_state"], "pool_digest": pool_digest(t.pool), "seed": t.seed,
         "args": {"pool_size": t.pool_size, "keep_records": t.records.maxlen, "safe_update": t.safe_update,
-                 "reward_on_error": t.reward_on_error},
+                 "reward_on_error": t.reward_on_error, "reward_time_limit": t.reward_time_limit},
         "model": {"dtype": str(t.model.dtype).removeprefix("torch."), "device": str(t.device),
                   "training": run["training"], "reference": reference,
                   "options": getattr(t, "model_options", {})},  # from_pretrained's autocast, checkpointing

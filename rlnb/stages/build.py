@@ -36,7 +36,7 @@ class Stages:
 
 
 def build_stages(r, *, model, tokenizer, task, ref_model, value_head, optimizer, scheduler, generators: dict,
-                 reward_on_error: str, pass_rates) -> Stages:
+                 reward_on_error: str, pass_rates, reward_time_limit: float | None = None) -> Stages:
     """Sampler, Rewarder, dynamic sampling, Advantager and Updater for recipe ``r`` (rebuilt by
     ``Trainer.reconfigure``: weights, optimizer and random streams are kept)."""
     estimator = bind(ADVANTAGES[r.advantage], r)
@@ -48,7 +48,7 @@ def build_stages(r, *, model, tokenizer, task, ref_model, value_head, optimizer,
                       greedy=greedy, generator=generators["sample"], record_sum_pi_squared=pi2)
     rewarder = Rewarder.for_task(task, format_weight=r.format_weight, overlong_buffer=r.overlong_buffer,
                                  max_new_tokens=r.max_new_tokens, kl_coef=r.beta if r.kl_in_reward else 0.0,
-                                 on_error=reward_on_error)
+                                 on_error=reward_on_error, time_limit=reward_time_limit)
     refill = DynamicSampling(filters, max_gen_rounds=r.max_gen_rounds, pass_rates=pass_rates)
     valuer = (PrefixValuer(model, tokenizer, task, K=r.mc_rollouts, temperature=r.temperature, top_p=r.top_p,
                            max_new_tokens=r.max_new_tokens, generator=generators["credit"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import threading
 from collections.abc import Callable
 
 import torch
@@ -17,6 +18,10 @@ RewardFn = Callable[..., list[float]]  # TRL style: fn(completions, answer, **kw
 
 class RewardFunctionError(ValueError):
     """A reward function raised or returned something that is not a finite number."""
+
+
+class RewardTimeout(RewardFunctionError):
+    """A reward function gave no result within the Rewarder's ``time_limit``."""
 
 
 class Rewarder:
@@ -43,7 +48,7 @@ class Rewarder:
 
     def __init__(self, funcs: dict[str, RewardFn], weights: dict[str, float] | None = None, *,
                  on_error: str = "raise", overlong_buffer: int = 0, max_new_tokens: int | None = None,
-                 kl_coef: float = 0.0):
+                 kl_coef: float = 0.0, time_limit: float | None = None):
         if not isinstance(funcs, dict) or not funcs:
             raise TypeError(f"funcs: expected a non-empty dict name -> reward function, got {funcs!r}")
         for name, fn in funcs.items():
@@ -62,6 +67,7 @@ class Rewarder:
         self.funcs = dict(funcs)
         self.weights = {name: float(weights.get(name, 1.0)) for name in funcs}
         self.on_error, self.errors = on_error, 0
+        self.time_limit = check_time_limit("time_limit", time_limit)
         check_fields({"kl_coef": "beta"}, overlong_buffer=overlong_buffer, kl_coef=kl_coef,
                      **({"max_new_tokens": max_new_tokens} if max_new_tokens is not None else {}))
         if overlong_buffer and max_new_tokens is None:
@@ -115,7 +121,12 @@ class Rewarder:
     def _score(self, name: str, fn: RewardFn, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """(B,) scores of one function and (B,) bool marks of the entries that failed (scored 0)."""
         try:
-            values = fn(batch.completions, batch.answers, prompts=batch.prompts)
+            values = self._call(name, fn, batch.completions, batch.answers, prompts=batch.prompts)
+        except RewardTimeout as e:  # scoring row by row would take B times the limit: the whole call fails
+            if self.on_error == "raise":
+                raise
+            self.errors += batch.B
+            return torch.zeros(batch.B), torch.ones(batch.B, dtype=torch.bool)
         except Exception as e:  # find the completion that makes it fail: score the rows one by one
             return self._score_rows(name, fn, batch, e)
         if values is None or not hasattr(values, "__len__") or len(values) != batch.B:
@@ -134,11 +145,35 @@ class Rewarder:
                 out[i] = value
         return out, failed
 
+    def _call(self, name: str, fn: RewardFn, *args, **kwargs):
+        """``fn(*args, **kwargs)``, given at most ``time_limit`` seconds when one is set. A call that overruns
+        is abandoned in its thread (Python cannot stop it) and raises ``RewardTimeout`` naming the function."""
+        if self.time_limit is None:
+            return fn(*args, **kwargs)
+        box: dict = {}
+
+        def work():
+            try:
+                box["out"] = fn(*args, **kwargs)
+            except BaseException as e:  # handed to the caller's thread
+                box["err"] = e
+
+        th = threading.Thread(target=work, name=f"rlnb-reward-{name}", daemon=True)
+        th.start()
+        th.join(self.time_limit)
+        if th.is_alive():
+            raise RewardTimeout(f"reward function {name!r}: no result within reward_time_limit={self.time_limit:g} s "
+                                f"on {len(args[0])} completions (first {args[0][0][:80]!r}); its call is abandoned")
+        if "err" in box:
+            raise box["err"]
+        return box["out"]
+
     def _score_rows(self, name, fn, batch: Batch, first: Exception):
         out, failed = torch.zeros(batch.B), torch.zeros(batch.B, dtype=torch.bool)
         for i in range(batch.B):
             try:
-                values = fn(batch.completions[i : i + 1], batch.answers[i : i + 1], prompts=batch.prompts[i : i + 1])
+                values = self._call(name, fn, batch.completions[i : i + 1], batch.answers[i : i + 1],
+                                    prompts=batch.prompts[i : i + 1])
                 value = _number(values[0]) if values is not None and len(values) == 1 else None
                 why = f"returned {values!r}"
             except Exception as e:
@@ -163,6 +198,15 @@ class Rewarder:
                 "reward_on_error='zero' to score it 0)") from cause
         failed[i] = True
         self.errors += 1
+
+
+def check_time_limit(arg: str, value) -> float | None:
+    """None (no limit) or a number of seconds > 0."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{arg}: expected None (no limit) or a number of seconds > 0, got {value!r}")
+    return float(value)
 
 
 F32_MAX = 3.4e38  # rewards are summed in fp32: a larger one would become inf there
