@@ -19,13 +19,15 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from rlnb import notebook
+
 TORCH_PIN = "2.13.0"  # the Makefile's TORCH_SPEC and binder's pin (tests/test_binder_env.py keeps them equal)
 CPU_WHEEL = f"pip install torch=={TORCH_PIN} --index-url https://download.pytorch.org/whl/cpu"
 # The minimum versions the course declares in pyproject.toml; a widget older than these does not render.
 MINIMUM = {"ipywidgets": "8.1", "anywidget": "0.9", "plotly": "5.22", "jupyterlab": "4.2"}
 # The JupyterLab extensions that draw the widgets: without them a widget cell prints its repr, not a slider.
 LAB_EXTENSIONS = {"ipywidgets": "@jupyter-widgets/jupyterlab-manager", "anywidget": "anywidget"}
-RUNTIMES = Path(__file__).resolve().parents[2] / "docs" / "results" / "runtimes.json"
+RUNTIMES = Path(__file__).resolve().parents[2] / notebook.RUNTIMES  # in the course folder, not in a wheel
 SLOW_CHAPTER_S = 15 * 60  # a chapter predicted to take longer than this will not fit a workshop slot
 
 
