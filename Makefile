@@ -9,6 +9,10 @@ BIN    := $(VENV)/bin
 TORCH_SPEC  ?= torch==2.13.0
 TORCH_INDEX ?=
 EXTRAS ?= dev,triton,browser,trl,peft
+# what a learner needs for every notebook (15_your_own_model runs TRL and PEFT); the wheelhouse and its README
+# command use these, tests/test_wheelhouse.py keeps them equal
+COURSE_EXTRAS ?= triton,trl,peft
+WHEELHOUSE ?= wheelhouse
 # pytest workers: the suite runs each test on one thread, so two workers use both cores of a 2-core machine.
 # --dist loadfile keeps each notebook (its cells share one kernel) and each test module whole on one worker.
 WORKERS ?= 2
@@ -18,7 +22,7 @@ export OMP_WAIT_POLICY := PASSIVE
 export TOKENIZERS_PARALLELISM := false
 export HF_HUB_OFFLINE := 1
 
-.PHONY: install lab train test test-fast clean
+.PHONY: install lab train test test-fast wheelhouse clean
 
 install: $(STAMP)
 
@@ -41,6 +45,18 @@ test: install  ## everything CI runs: unit tests, doctests, notebooks (smoke mod
 
 test-fast: install  ## unit tests and doctests only
 	$(BIN)/python -m pytest -q -ra -n $(WORKERS) --dist loadfile -m "not slow and not browser" tests rlnb
+
+# Every wheel the course needs, CPU torch included, for a room without internet: copy the folder (and the repository)
+# to a USB stick; learners run  pip install --no-index --find-links wheelhouse "rlnb[$(COURSE_EXTRAS)]".
+# Wheels are for this platform and Python version: build it on the kind of laptop the learners bring.
+# torch is downloaded first, from TORCH_INDEX when set (the CPU build), so that the resolve after it finds it in the
+# folder; TORCH_SPEC is given again there so that a newer torch on PyPI cannot replace the pinned one.
+wheelhouse:  ## download the course's wheels and build rlnb's own into $(WHEELHOUSE)/
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip download -q -d $(WHEELHOUSE) "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(BIN)/python -m pip wheel -q -w $(WHEELHOUSE) --find-links $(WHEELHOUSE) "$(TORCH_SPEC)" ".[$(COURSE_EXTRAS)]"
+	@ls $(WHEELHOUSE) | wc -l | xargs printf "%s wheels in $(WHEELHOUSE)/\n"
 
 clean:
 	rm -rf $(VENV) runs test-artifacts

@@ -8,7 +8,9 @@
 Each entry: seconds (wall, kernel start included), date, machine (cores, CPU model), the 1-minute load
 average at the start, the share of CPU time that niced background work took during the run (``niced_share``,
 from /proc/stat: a number near 0 means the notebook had the cores to itself whatever the load average says)
-and the slowest cells, so a reader can judge the number and a writer knows where the time goes. Entries of notebooks not run are kept. The notebooks'
+and the slowest cells, so a reader can judge the number and a writer knows where the time goes. ``step_seconds``:
+the median GRPO step of the default model on that machine at that moment (``rlnb.cli.doctor.step_seconds``),
+so `rlnb doctor` can scale each runtime to a learner's laptop. Entries of notebooks not run are kept. The notebooks'
 "Runtime" line and the README table read this file (``rlnb.notebook.runtime_line``).
 """
 
@@ -118,7 +120,12 @@ def main(names: list[str]) -> int:
     if names:
         books = [b for b in books if b.stem in names or b.stem[:2] in names]
     results = json.loads(OUT.read_text()) if OUT.is_file() else {}
+    step = None
     for book in books:
+        if step is None:  # once per run, when there is a notebook to measure, on the machine that measures it
+            from rlnb.cli.doctor import step_seconds
+
+            step = round(step_seconds(5), 3)
         load = os.getloadavg()[0]
         print(f"{book.stem}: running in full mode (load {load:.1f}) ...", flush=True)
         nice0, total0 = cpu_times()
@@ -127,7 +134,7 @@ def main(names: list[str]) -> int:
         niced = (nice1 - nice0) / max(total1 - total0, 1)
         results[book.stem] = {"seconds": round(seconds, 1), "date": datetime.date.today().isoformat(),
                               "machine": machine(), "load": round(load, 2), "niced_share": round(niced, 3),
-                              "slowest_cells": slow}
+                              "slowest_cells": slow, "step_seconds": step}
         print(f"{book.stem}: {seconds:.0f} s (niced background work took {niced:.0%} of the CPU; "
               f"slowest cells {slow})", flush=True)
         OUT.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")  # kept even if a later one fails

@@ -1,4 +1,4 @@
-"""The ``rlnb`` command line: ``rlnb info``, ``rlnb train``, ``rlnb eval``, ``rlnb bench``."""
+"""The ``rlnb`` command line: ``rlnb info``, ``rlnb train``, ``rlnb eval``, ``rlnb bench``, ``rlnb doctor``."""
 
 from __future__ import annotations
 
@@ -168,6 +168,12 @@ def cmd_bench(args) -> int:
     return bench_main(args.rest)
 
 
+def cmd_doctor(args) -> int:
+    from rlnb.cli.doctor import cmd_doctor as doctor  # imports torch only when asked
+
+    return doctor(args)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse without abbreviations (``--step 30`` is an error, not ``--steps 30``) whose errors are one
     line on stderr with exit code 2."""
@@ -230,6 +236,12 @@ def build_parser() -> argparse.ArgumentParser:
     be = sub.add_parser("bench", help="benchmarks: `rlnb bench loss --help`")
     be.add_argument("rest", nargs=argparse.REMAINDER)
     be.set_defaults(fn=cmd_bench)
+
+    dr = sub.add_parser("doctor", help="pre-flight check of a laptop for the workshop: versions, torch build, "
+                                       "threads, widgets, step time, each chapter's predicted runtime")
+    dr.add_argument("--steps", type=_positive, default=5, help="GRPO steps to time on the default model (default 5)")
+    dr.add_argument("--no-timing", action="store_true", help="skip the timing (the checks take a second)")
+    dr.set_defaults(fn=cmd_doctor)
     return ap
 
 

@@ -1,0 +1,241 @@
+"""``rlnb doctor``: a pre-flight check a teacher sends learners before a workshop.
+
+Each check is a pure function of facts (``check_*``) that returns a :class:`Result`; the facts come from small
+probe functions (``probe_*``) that tests replace to fake a laptop (an old Python, a CUDA build of torch without a
+GPU, widgets missing). One line per check; exit code 0 when the laptop is ready, 1 when any check found a problem.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from rlnb import notebook
+
+TORCH_PIN = "2.13.0"  # the Makefile's TORCH_SPEC and binder's pin (tests/test_binder_env.py keeps them equal)
+CPU_WHEEL = f"pip install torch=={TORCH_PIN} --index-url https://download.pytorch.org/whl/cpu"
+# The minimum versions the course declares in pyproject.toml; a widget older than these does not render.
+MINIMUM = {"ipywidgets": "8.1", "anywidget": "0.9", "plotly": "5.22", "jupyterlab": "4.2"}
+# The JupyterLab extensions that draw the widgets: without them a widget cell prints its repr, not a slider.
+LAB_EXTENSIONS = {"ipywidgets": "@jupyter-widgets/jupyterlab-manager", "anywidget": "anywidget"}
+RUNTIMES = Path(__file__).resolve().parents[2] / notebook.RUNTIMES  # in the course folder, not in a wheel
+SLOW_CHAPTER_S = 15 * 60  # a chapter predicted to take longer than this will not fit a workshop slot
+
+
+@dataclass(frozen=True)
+class Result:
+    """One line of the report. ``status``: "ok", "note" (worth knowing, does not fail) or "problem"."""
+
+    name: str
+    status: str
+    what: str
+    fix: str = ""
+
+    def line(self) -> str:
+        if self.status == "problem":
+            return f"PROBLEM  {self.name}: {self.what}. Fix: {self.fix}"
+        tail = f" ({self.fix})" if self.fix else ""
+        return f"{self.status:7s}  {self.name}: {self.what}{tail}"
+
+
+# --- probes: the only functions that look at the machine (tests replace them) ---------------------------
+def probe_python() -> tuple[int, int, int]:
+    return tuple(sys.version_info[:3])
+
+
+def probe_torch() -> dict | None:
+    """torch's version, the CUDA version it was built for (None for a CPU build), whether a GPU is usable and
+    its intra-op thread count; None when torch does not import."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return {"version": torch.__version__, "cuda": torch.version.cuda, "gpu": torch.cuda.is_available(),
+            "threads": torch.get_num_threads()}
+
+
+def probe_cpu() -> dict:
+    # os.getloadavg does not exist on Windows; a missing load average is reported as unknown, not as a problem
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    return {"cores": os.cpu_count() or 1, "load": load, "wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}
+
+
+def probe_version(package: str) -> str | None:
+    """The installed version of ``package``, None when it is missing or does not import."""
+    if importlib.util.find_spec(package) is None:
+        return None
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def probe_lab_extensions() -> list[Path]:
+    """The folders JupyterLab loads prebuilt extensions from: the Jupyter data path and this environment's
+    (``jupyter labextension list`` gives the same answer but starts a server-side app: seconds)."""
+    folders = [Path(sys.prefix) / "share" / "jupyter" / "labextensions"]
+    try:
+        from jupyter_core.paths import jupyter_path
+
+        folders += [Path(p) for p in jupyter_path("labextensions")]
+    except ImportError:
+        pass
+    return list(dict.fromkeys(folders))
+
+
+def probe_runtimes() -> dict:
+    """docs/results/runtimes.json of the course folder ({} when rlnb was installed without it)."""
+    return json.loads(RUNTIMES.read_text()) if RUNTIMES.is_file() else {}
+
+
+def step_seconds(steps: int = 5, **size) -> float:
+    """The median seconds of ``steps`` GRPO steps on the embedded default model and the add task, as the
+    README's first lines and chapter 00 run it. The median, so the first step's one-off costs do not count."""
+    from rlnb.loop import Trainer
+
+    trainer = Trainer.tiny("grpo", task="add", seed=0, **size)
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        trainer.step()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+# --- checks: pure functions of the probes' facts --------------------------------------------------------
+def check_python(version: tuple[int, int, int]) -> Result:
+    text = ".".join(map(str, version))
+    if tuple(version[:2]) < (3, 10):
+        return Result("python", "problem", f"{text} is older than 3.10, which rlnb needs",
+                      "install Python 3.11 (python.org or your package manager) and make a new venv with it")
+    return Result("python", "ok", text)
+
+
+def check_torch(facts: dict | None) -> Result:
+    if facts is None:
+        return Result("torch", "problem", "torch does not import", CPU_WHEEL)
+    build = f"CUDA {facts['cuda']} build" if facts["cuda"] else "CPU build"
+    if facts["cuda"] and not facts["gpu"]:
+        # A CUDA wheel works on a CPU, but it is gigabytes larger and slower to import; the course needs none.
+        return Result("torch", "problem", f"{facts['version']} is a {build} and this machine has no usable GPU",
+                      CPU_WHEEL)
+    if not facts["version"].startswith(TORCH_PIN):
+        return Result("torch", "note", f"{facts['version']} ({build}); the course is tested with {TORCH_PIN}",
+                      f"to match it: {CPU_WHEEL}")
+    return Result("torch", "ok", f"{facts['version']} ({build}{', GPU usable' if facts['gpu'] else ''})")
+
+
+def check_threads(threads: int, cpu: dict) -> Result:
+    cores, load = cpu["cores"], cpu["load"]
+    if threads > cores:
+        return Result("threads", "problem", f"torch uses {threads} threads on {cores} cores (they compete)",
+                      f"export OMP_NUM_THREADS={cores} before starting JupyterLab")
+    what = f"torch uses {threads} of {cores} cores; load average " + ("unknown" if load is None else f"{load:.1f}")
+    if load is not None and load > cores:
+        # Measured on a 2-core machine at load 9: a step took 40-50 s with spinning OpenMP threads, 5-7 s with
+        # OMP_WAIT_POLICY=PASSIVE. A busy moment is not a broken laptop, so this is a note, not a problem.
+        fix = "other programs are using the CPU: close them"
+        if cpu["wait_policy"].upper() != "PASSIVE" and threads > 1:
+            fix += "; and export OMP_WAIT_POLICY=PASSIVE before starting JupyterLab (make lab does)"
+        return Result("threads", "note", what + ", busy: steps will be slower", fix)
+    return Result("threads", "ok", what)
+
+
+def _at_least(version: str | None, minimum: str) -> bool:
+    try:
+        return version is not None and Version(version) >= Version(minimum)
+    except InvalidVersion:
+        return False
+
+
+def check_package(name: str, version: str | None) -> Result:
+    minimum = MINIMUM[name]
+    if version is None:
+        return Result(name, "problem", "not installed", f'pip install "{name}>={minimum}"')
+    if not _at_least(version, minimum):
+        return Result(name, "problem", f"{version} is older than {minimum}: its widgets do not render",
+                      f'pip install -U "{name}>={minimum}"')
+    return Result(name, "ok", version)
+
+
+def check_lab_extension(package: str, folders: list[Path]) -> Result:
+    """The prebuilt JupyterLab extension of ``package`` in one of ``folders``."""
+    ext = LAB_EXTENSIONS[package]
+    found = [f / ext for f in folders if (f / ext / "package.json").is_file()]
+    name = f"lab extension {ext}"
+    if not found:
+        return Result(name, "problem", "not found, so JupyterLab shows widgets as text",
+                      f'pip install "{package}>={MINIMUM[package]}" into the environment JupyterLab runs from, '
+                      "then restart JupyterLab")
+    return Result(name, "ok", str(found[0]))
+
+
+def check_step_time(seconds: float, steps: int) -> Result:
+    return Result("step time", "ok", f"{seconds:.2f} s per GRPO step on the default model (median of {steps})")
+
+
+def predict(runtimes: dict, seconds: float | None) -> list[Result]:
+    """Each chapter's predicted full-mode runtime: the measured seconds scaled by this laptop's step time over
+    the step time recorded with the measurement; where none was recorded, the measured seconds as they are."""
+    out = []
+    for name, entry in sorted(runtimes.items()):
+        ref = entry.get("step_seconds")
+        if seconds is not None and ref:
+            guess, basis = entry["seconds"] * seconds / ref, "scaled by step time"
+        else:
+            guess, basis = entry["seconds"], f"as measured on {entry.get('machine', 'the measuring machine')}"
+        status = "ok" if guess <= SLOW_CHAPTER_S else "problem"
+        fix = "run it with RLNB_SMOKE=1 (seconds), or show it from the projector" if status == "problem" else ""
+        out.append(Result(f"chapter {name}", status, f"about {guess / 60:.1f} min in full mode ({basis})", fix))
+    return out
+
+
+def chapter_results(runtimes: dict, seconds: float | None) -> list[Result]:
+    if not runtimes:
+        return [Result("chapters", "note", "no runtime results to predict from",
+                       f"run rlnb doctor from a clone of the course ({RUNTIMES.relative_to(RUNTIMES.parents[2])})")]
+    out = predict(runtimes, seconds)
+    if not any(e.get("step_seconds") for e in runtimes.values()):
+        why = ("no step time was recorded with the measurements" if seconds is not None
+               else "--no-timing: this laptop's step time is unknown")
+        out.insert(0, Result("chapters", "note", f"{why}; the predictions assume a machine like the measured one"))
+    return out
+
+
+def run_checks(timing_steps: int | None = 5, **size) -> list[Result]:
+    """Every check, in the order a learner fixes them; ``timing_steps`` None skips the timing."""
+    torch_facts = probe_torch()
+    results = [check_python(probe_python()), check_torch(torch_facts)]
+    if torch_facts is not None:
+        results.append(check_threads(torch_facts["threads"], probe_cpu()))
+    results += [check_package(p, probe_version(p)) for p in MINIMUM]
+    folders = probe_lab_extensions()
+    results += [check_lab_extension(p, folders) for p in LAB_EXTENSIONS]
+    seconds = None
+    # a broken torch would make the timing fail with a traceback instead of the line that says how to fix it
+    if timing_steps and torch_facts is not None:
+        seconds = step_seconds(timing_steps, **size)
+        results.append(check_step_time(seconds, timing_steps))
+    return results + chapter_results(probe_runtimes(), seconds)
+
+
+def report(results: list[Result]) -> int:
+    """Print one line per result and a verdict; 0 when nothing is a problem, else 1."""
+    for r in results:
+        print(r.line())
+    problems = sum(r.status == "problem" for r in results)
+    print("ready for the workshop" if not problems else f"{problems} problem(s): fix them and run rlnb doctor again")
+    return 1 if problems else 0
+
+
+def cmd_doctor(args) -> int:
+    return report(run_checks(None if args.no_timing else args.steps))
