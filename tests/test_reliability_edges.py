@@ -59,7 +59,7 @@ CASES = {  # name: (call(tmp_path), error type, start of the message)
     "a model folder without tokenizer files": (lambda p: Trainer.from_pretrained(model_folder(p, tokenizer=False)),
                                                OSError, "tokenizer: cannot load a tokenizer from"),
     "a corrupt model.safetensors": (lambda p: Trainer.from_pretrained(model_folder(p, corrupt=True)), OSError,
-                                    "model: cannot load the weights of"),
+                                    "model: cannot load '"),
 }
 
 

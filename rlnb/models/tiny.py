@@ -71,7 +71,7 @@ def load(name_or_path: str | Path = DEFAULT_DIR, *, dtype: torch.dtype = torch.f
     except Exception as e:  # not found, offline, no safetensors, a corrupt file: name it, in one line
         if not isinstance(e, OSError) and type(e).__name__ != "SafetensorError":
             raise
-        raise OSError(f"model: cannot load the weights of {str(name_or_path)!r}: {_first_line(e)}") from e
+        raise OSError(f"model: cannot load {str(name_or_path)!r}: {_first_line(e)}") from e
     try:
         with quiet_progress():
             tokenizer = AutoTokenizer.from_pretrained(name_or_path)
