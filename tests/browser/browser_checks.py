@@ -36,6 +36,8 @@ DESCRIBE = r"""
     names: Array.isArray(el.data) ? el.data.map(t => t.name || '') : [],
     svg: !!el.querySelector('svg.main-svg'),
     visible: visible(el),
+    // why a figure has no traces: never given any (layout and context kept) or purged after drawing (both gone)
+    state: (el.layout ? 'layout' : 'no-layout') + '/' + (el._context ? 'context' : 'no-context'),
   });
   const describe = (el) => ({
     mime: el.getAttribute('data-mime-type'),
@@ -97,7 +99,8 @@ def _output_problems(cell: int, out: dict) -> list[str]:
         found.append(f"{where}: {kind} rendered empty")
     for k, p in enumerate(dom["plots"]):
         if not (p["svg"] and p["traces"] > 0):
-            found.append(f"{where}: plotly figure {k} has no drawing ({p['traces']} traces, svg={p['svg']})")
+            found.append(f"{where}: plotly figure {k} has no drawing ({p['traces']} traces, svg={p['svg']}, "
+                         f"{p.get('state', '?')})")
     for ex in dom["explorers"]:
         if ex["plots"] == 0:
             found.append(f"{where}: {ex['title']!r} shows a readout but no figure")

@@ -53,6 +53,18 @@ def check_expectations(page, name, expect, cells, log, shots=None) -> list[str]:
     return failures
 
 
+def run_and_describe(page, expect) -> tuple[dict, list[dict]]:
+    """Run all cells, wait for the kernel, and describe the page once its figures had time to draw."""
+    ran = run_all(page, timeout_s=expect.timeout_s if expect else 240)
+    wait_idle(page, timeout_s=60)
+    return ran, describe_settled(page)
+
+
+def undrawn_only(found: list[str]) -> bool:
+    """Whether the page's only problems are figures with no drawing."""
+    return bool(found) and all("has no drawing" in f for f in found)
+
+
 @pytest.mark.parametrize("folder,name", HERE, ids=[f"{f}/{n}" for f, n in HERE])
 def test_notebook_in_jupyterlab(lab, page, artifacts, folder, name):
     t0 = time.monotonic()
@@ -60,15 +72,22 @@ def test_notebook_in_jupyterlab(lab, page, artifacts, folder, name):
     stem = name.removesuffix(".ipynb") if folder == "notebooks" else f"fixture-{name.removesuffix('.ipynb')}"
     open_notebook(page, lab.url(f"lab/tree/{folder}/{name}"))
     t_open = time.monotonic() - t0
-    ran = run_all(page, timeout_s=expect.timeout_s if expect else 240)
-    wait_idle(page, timeout_s=60)
-    cells = describe_settled(page)
+    ran, cells = run_and_describe(page, expect)
+    log = []
+    if undrawn_only(problems(cells)):
+        # A figure left undrawn once, and nothing else wrong, is retried once in a fresh kernel: a busy CI machine
+        # has drawn a live figure empty 3 times in about 20 runs, never reproduced here. A figure the library
+        # breaks stays undrawn the second time and fails.
+        log.append(f"first run, retried in a fresh kernel: {problems(cells)}")
+        shutdown_kernel(page)
+        open_notebook(page, lab.url(f"lab/tree/{folder}/{name}"))
+        ran, cells = run_and_describe(page, expect)
     failures = problems(cells) + [f"uncaught error in the page: {e}" for e in page.rlnb_errors]
     n_errors = len(page.rlnb_errors)
     if not ran.get("ok"):
         failures.append(f"run-all did not complete: {ran}")
-    log = [f"{name}: opened in {t_open:.0f} s, ran all cells in {time.monotonic() - t0 - t_open:.0f} s; "
-           f"{summary_of_page(cells)}"]
+    log.insert(0, f"{name}: opened in {t_open:.0f} s, ran all cells in {time.monotonic() - t0 - t_open:.0f} s; "
+                  f"{summary_of_page(cells)}")
     try:
         if expect is None:
             failures.append(f"{name} has no entry in EXPECT (tests/browser/browser_expect.py); the page shows "
