@@ -183,7 +183,8 @@ def test_dashboard_run_on_a_trainer_and_interrupt(trainer):
     def interrupt(tr, record):
         raise KeyboardInterrupt     # what the kernel's stop button does between steps
 
-    dash.run(trainer, 3, callbacks=[interrupt], progress=False)
+    # nothing returned: a cell ending with dash.run shows the dashboard, not a wall of history dicts
+    assert dash.run(trainer, 3, callbacks=[interrupt], progress=False) is None
     assert trainer.step_count == 1                                      # Trainer.run stopped cleanly
     assert list(trace(dash.fig, "reward").x) == [1] and not dash.pending   # flushed after the interrupt
     assert np.allclose(trace(dash.fig, "entropy").y, [h["entropy"] for h in trainer.history])

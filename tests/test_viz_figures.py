@@ -7,7 +7,7 @@ import plotly.io as pio
 import pytest
 
 from rlnb.viz import set_theme
-from rlnb.viz.figures.theme import COLORS
+from rlnb.viz.figures.theme import COLORS, axis_title, metric_label
 from rlnb.viz.figures.train import dashboard_figure, entropy_figure, xray_figure
 from rlnb.viz.figures.zoo import advantage_figure, aggregation_figure, clip_figure, kl_figure, trace
 
@@ -88,6 +88,17 @@ def test_dashboard_figure_gaps_and_empty_series():
     assert list(trace(fig, "reward").y) == [0.1, None]
     assert len(trace(fig, "accuracy").x) == 0
     assert trace(fig, "len").xaxis == "x2" and list(trace(fig, "len").y) == [3, None]  # NaN is not JSON
+    # each panel's y axis says what it measures: the shared unit, else the metrics' units or labels
+    assert fig.layout.yaxis.title.text == "reward / share" and fig.layout.yaxis2.title.text == "len"
+
+
+def test_axis_titles_and_labels_for_unknown_keys():
+    assert axis_title(["clip_ratio/low_mean", "clip_ratio/high_mean"]) == "share of tokens"
+    assert axis_title(["entropy"]) == "nats per token"
+    assert axis_title(["reward", "accuracy", "eval/pass@1"]) == "reward / share"                  # each unit once
+    assert metric_label("rewards/format/mean") == "paid for the format (share)"
+    assert metric_label("rewards/brevity/mean") == "reward part 'brevity' (mean)"   # any reward part, not raw
+    assert metric_label("some_new_key") == "some_new_key"
 
 
 def test_xray_figure_cells_text_and_clip_marks():

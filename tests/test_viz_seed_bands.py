@@ -22,22 +22,22 @@ def test_seed_bands_draws_a_band_and_a_mean_per_arm():
 
 
 def test_seed_bars_error_bars_span_the_seeds():
-    fig = seed_bars({"grpo": {"x1": [1.0, 3.0], "x2": [4.0, 4.0, 7.0]}}, title="t", yaxis="tokens")
+    fig = seed_bars({"grpo": {"x1": [1.0, 3.0], "x2": [4.0, 4.0, 7.0]}}, title="t", xaxis="group", yaxis="tokens")
     bar = fig.data[0]
     assert list(bar.y) == [2.0, 5.0]
     assert list(bar.error_y.array) == [1.0, 2.0] and list(bar.error_y.arrayminus) == [1.0, 1.0]
-    assert seed_bars({"a": {"x": [2.0]}}, title="t", yaxis="y").data[0].error_y.array is None
+    assert seed_bars({"a": {"x": [2.0]}}, title="t", xaxis="x", yaxis="y").data[0].error_y.array is None
 
 
 @pytest.mark.parametrize("bad", [{}, {"a": []}, {"a": [[1.0], [1.0, 2.0]]}])
 def test_seed_bands_rejects_bad_runs(bad):
     with pytest.raises(ValueError, match="runs"):
-        seed_bands(bad, title="t", yaxis="y")
+        seed_bands(bad, title="t", xaxis="x", yaxis="y")
 
 
 def test_seed_bars_rejects_an_empty_group():
     with pytest.raises(ValueError, match="groups"):
-        seed_bars({"a": {"x": []}}, title="t", yaxis="y")
+        seed_bars({"a": {"x": []}}, title="t", xaxis="x", yaxis="y")
 
 
 def test_block_explorer_matches_fp64_at_every_block_width_and_reacts_to_its_sliders():

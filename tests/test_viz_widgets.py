@@ -257,3 +257,15 @@ def test_widget_box_has_title_controls_readout_and_figure(backend):
     assert {w.description for w in controls.children} >= {"loss", "eps_low", "eps_high", "A", "mu"}
     assert e.controls["eps_high"].tooltip == "ε_high: " + Recipe.knobs()["eps_high"].doc  # the declaration
     assert "application/vnd.jupyter.widget-view+json" in e._repr_mimebundle_()
+
+
+def untitled_axes(fig) -> list[str]:
+    """The axes a reader sees (tick labels shown) that have no title, as the browser test reads them."""
+    layout = fig.layout.to_plotly_json()
+    return sorted(k for k, ax in layout.items() if k.startswith(("xaxis", "yaxis")) and ax.get("showticklabels", True)
+                  and not (ax.get("title") or {}).get("text"))
+
+
+@pytest.mark.parametrize("cls", [ClipExplorer, AdvantageExplorer, KLExplorer, AggregationExplorer])
+def test_every_explorer_axis_has_a_title(cls):
+    assert untitled_axes(cls().fig) == []

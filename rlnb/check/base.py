@@ -49,7 +49,20 @@ def _run_cases(name: str, fn, ref, cases: list[tuple], atol: float) -> None:
         except Exception as e:  # show the learner their own error, with the input that caused it
             raise AssertionError(f"{name}: your function raised {type(e).__name__}: {e} on case {i}: {args}") from e
         if not _same(got, expected, atol):
-            raise AssertionError(f"{name}: case {i} differs.\n  input:    {args!r}\n  yours:    {got!r}\n  expected: {expected!r}")
+            raise AssertionError(f"{name}: case {i} differs.\n  input:    {_show(args)}\n  yours:    {_show(got)}\n"
+                                 f"  expected: {_show(expected)}")
+
+
+def _show(x) -> str:
+    """A value for a learner to read: tensors and floats at 4 significant digits (``tensor([1001, -998.6])``)."""
+    if isinstance(x, torch.Tensor):
+        return f"tensor({_show(x.tolist())})"
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    if isinstance(x, (list, tuple)):
+        inner = ", ".join(_show(v) for v in x)
+        return f"[{inner}]" if isinstance(x, list) else f"({inner}{',' if len(x) == 1 else ''})"
+    return repr(x)
 
 
 def _same(got, expected, atol: float) -> bool:

@@ -122,7 +122,7 @@ class Rewarder:
         """(B,) scores of one function and (B,) bool marks of the entries that failed (scored 0)."""
         try:
             values = self._call(name, fn, batch.completions, batch.answers, prompts=batch.prompts)
-        except RewardTimeout as e:  # scoring row by row would take B times the limit: the whole call fails
+        except RewardTimeout:  # scoring row by row would take B times the limit: the whole call fails
             if self.on_error == "raise":
                 raise
             self.errors += batch.B

@@ -38,7 +38,37 @@ DESCRIBE = r"""
     visible: visible(el),
     // why a figure has no traces: never given any (layout and context kept) or purged after drawing (both gone)
     state: (el.layout ? 'layout' : 'no-layout') + '/' + (el._context ? 'context' : 'no-context'),
+    ...readable(el),
   });
+  // what a reader sees of a figure: each shown cartesian axis and its title, the legend's entries, annotations
+  const readable = (el) => {
+    const fl = el._fullLayout;
+    if (!fl) return {axes: [], legend: [], annotations: []};
+    const axes = [];
+    for (const sp of ((fl._subplots && fl._subplots.cartesian) || [])) {
+      const m = sp.match(/^(x\d*)(y\d*)$/);
+      if (!m) continue;
+      for (const id of [m[1], m[2]]) {
+        const ax = fl[id[0] + 'axis' + id.slice(1)];
+        if (ax && ax.visible !== false && ax.showticklabels !== false)
+          axes.push({id, title: ((ax.title && ax.title.text) || '').replace(/^Click to enter .* title$/, '')});
+      }
+    }
+    const shown = (t) => fl.showlegend && t.showlegend !== false && t.visible !== false;
+    return {axes, legend: Array.isArray(el._fullData) ? el._fullData.filter(shown).map(t => t.name || '') : [],
+            annotations: (fl.annotations || []).map(a => a.text || '')};
+  };
+  // text a reader reads as prose: all of a text output; elsewhere not code (rlnb's readouts excepted) or figures
+  const TEXT_MIMES = ['text/plain', 'application/vnd.jupyter.stdout', 'application/vnd.jupyter.stderr'];
+  const prose = (el) => {
+    if (TEXT_MIMES.includes(el.getAttribute('data-mime-type'))) return text(el);
+    const skip = 'pre, code:not(.rlnb-readout), svg, .js-plotly-plot, style, script, textarea';
+    const walk = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    const parts = [];
+    for (let n = walk.nextNode(); n; n = walk.nextNode())
+      if (!n.parentElement.closest(skip)) parts.push(n.textContent);
+    return parts.join(' ');
+  };
   const describe = (el) => ({
     mime: el.getAttribute('data-mime-type'),
     text: text(el).slice(0, 2000),
@@ -51,6 +81,12 @@ DESCRIBE = r"""
       return {name: label ? text(label) : '', value: ro ? text(ro) : ''}; }),
     plots: all(el, '.js-plotly-plot').map(plot),
     readouts: [...el.querySelectorAll('code.rlnb-readout')].map(text),
+    prose: prose(el).slice(0, 20000),
+    lines: TEXT_MIMES.includes(el.getAttribute('data-mime-type')) ? text(el).split('\n').length : 0,
+    // data rows a reader scrolls through (header rows and rows folded away are not counted)
+    tables: [...el.querySelectorAll('table')].map(t => [...t.querySelectorAll('tr')]
+      .filter(r => visible(r) && r.querySelector('td')).length),
+    redBars: [...el.querySelectorAll('.progress-bar-danger')].filter(visible).length,
     explorers: [...el.querySelectorAll('.widget-vbox')]
       .filter(b => b.querySelector(':scope > .widget-html code.rlnb-readout'))
       .map(b => ({title: text(b.querySelector(':scope > .widget-html b') ||

@@ -1,7 +1,8 @@
 """End to end in a real browser: JupyterLab renders rlnb's notebooks and their widgets respond.
 
 For each notebook (and the fixture ``fixtures/widgets.ipynb``): open it in headless Chromium, run all
-cells in smoke mode, then check that no output is an error, every widget and figure rendered, the page
+cells in smoke mode, then check that no output is an error, every widget and figure rendered and reads
+(``browser_readable``: axis titles, labels not raw keys, short numbers, tables and outputs), the page
 shows at least the expected sliders and figures, one slider moved with the keyboard makes the widget show
 what the library computes, and (start-here) the dashboard updates while training runs and a kernel
 interrupt stops it cleanly. A screenshot of each notebook's main widget goes to
@@ -18,6 +19,7 @@ from browser_checks import counts, problems
 from browser_drive import describe, describe_settled, open_notebook, run_all, shutdown_kernel, wait_idle
 from browser_expect import EXPECT
 from browser_lab import NOTEBOOKS
+from browser_readable import readability_problems
 from browser_scenarios import check_drive, check_training, screenshot
 from browser_scenarios_lab import check_lab
 
@@ -82,7 +84,8 @@ def test_notebook_in_jupyterlab(lab, page, artifacts, folder, name):
         shutdown_kernel(page)
         open_notebook(page, lab.url(f"lab/tree/{folder}/{name}"))
         ran, cells = run_and_describe(page, expect)
-    failures = problems(cells) + [f"uncaught error in the page: {e}" for e in page.rlnb_errors]
+    failures = problems(cells) + readability_problems(cells)
+    failures += [f"uncaught error in the page: {e}" for e in page.rlnb_errors]
     n_errors = len(page.rlnb_errors)
     if not ran.get("ok"):
         failures.append(f"run-all did not complete: {ran}")

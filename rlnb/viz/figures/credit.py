@@ -34,7 +34,7 @@ def credit_figure(tokens, values, strips: dict, *, title: str = "Credit per toke
     fig.update_xaxes(title_text="token position t", dtick=1, row=2, col=1)
     fig.update_xaxes(range=[-1, L], row=1, col=1)                  # boundaries sit between the strip's cells
     fig.update_xaxes(range=[-1, L], row=2, col=1)
-    fig.update_yaxes(autorange="reversed", row=2, col=1)
+    fig.update_yaxes(autorange="reversed", title_text="credit from", row=2, col=1)
     fig.update_layout(title=title, height=330 + 40 * len(strips), showlegend=False)
     return themed(fig)
 

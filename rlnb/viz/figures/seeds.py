@@ -53,10 +53,10 @@ def seed_bands(runs: dict[str, list[list[float]]], *, x: list | None = None, tit
     return theme.themed(fig)
 
 
-def seed_bars(groups: dict[str, dict[str, list[float]]], *, title: str, yaxis: str, label: str = "",
+def seed_bars(groups: dict[str, dict[str, list[float]]], *, title: str, xaxis: str, yaxis: str, label: str = "",
               colors: dict | None = None) -> go.Figure:
     """Grouped bars: per series (colour) and group (x position) the mean over seeds, with error bars from
-    the smallest to the largest seed (none when there is one value).
+    the smallest to the largest seed (none when there is one value). ``xaxis``/``yaxis``: the axis titles.
 
     ``groups``: series -> {x-group -> per-seed values}; ``colors``: series -> colour (default
     ``theme.recipe_color(series)``).
@@ -77,5 +77,5 @@ def seed_bars(groups: dict[str, dict[str, list[float]]], *, title: str, yaxis: s
                     error_y=None if n == 1 else dict(
                         type="data", symmetric=False, array=[max(v) - m for v, m in zip(by_x.values(), mean)],
                         arrayminus=[m - min(v) for v, m in zip(by_x.values(), mean)]))
-    fig.update_layout(title=title, yaxis_title=yaxis, barmode="group", height=380, legend=dict(orientation="h", y=-0.25))
+    fig.update_layout(title=title, xaxis_title=xaxis, yaxis_title=yaxis, barmode="group", height=380, legend=dict(orientation="h", y=-0.25))
     return theme.themed(fig)

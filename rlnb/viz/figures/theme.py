@@ -51,15 +51,39 @@ METRIC_LABELS = {
     "completions/mean_length": "mean length (tokens)", "completions/mean_length_correct": "length, right answers",
     "completions/mean_length_wrong": "length, wrong answers", "frac_reward_zero_std": "groups with no signal (share)",
     "grad_norm": "gradient norm", "rewards/loophole/mean": "paid through the loophole (share)",
-    "rewards/correct/mean": "truly correct (share)", "loss": "loss", "pg_loss": "policy loss", "learning_rate": "learning rate",
+    "rewards/correct/mean": "truly correct (share)",
+    "rewards/format/mean": "paid for the format (share)", "loss": "loss", "pg_loss": "policy loss", "learning_rate": "learning rate",
+}
+
+
+# The unit of each metric, for axis titles (a panel's metrics share it, or the panel names them).
+METRIC_UNITS = {
+    "reward": "reward", "accuracy": "share", "eval/pass@1": "share", "entropy": "nats per token",
+    "kl": "nats per token", "clip_ratio/low_mean": "share of tokens", "clip_ratio/high_mean": "share of tokens",
+    "clip_ratio/region_mean": "share of tokens", "completions/mean_length": "tokens",
+    "completions/mean_length_correct": "tokens", "completions/mean_length_wrong": "tokens",
+    "frac_reward_zero_std": "share of groups", "rewards/loophole/mean": "share", "rewards/correct/mean": "share",
+    "rewards/format/mean": "share",
 }
 
 
 def metric_label(key: str) -> str:
-    """A human label for a history key (``hp/beta`` -> "beta (knob)"; unknown keys are returned as is)."""
+    """A human label for a history key (``hp/beta`` -> "beta (knob)", ``rewards/<part>/mean`` -> "reward part
+    '<part>' (mean)"; other unknown keys are returned as is)."""
     if key.startswith("hp/"):
         return f"{key[3:]} (knob)"
+    parts = key.split("/")
+    if key not in METRIC_LABELS and len(parts) == 3 and parts[0] == "rewards" and parts[2] == "mean":
+        return f"reward part '{parts[1]}' (mean)"
     return METRIC_LABELS.get(key, key)
+
+
+def axis_title(keys) -> str:
+    """The y axis title of a panel showing ``keys``: their shared unit, else their labels."""
+    units = {METRIC_UNITS.get(k) for k in keys}
+    if len(units) == 1 and None not in units:
+        return units.pop()
+    return " / ".join(dict.fromkeys(METRIC_UNITS.get(k) or metric_label(k) for k in keys))  # each unit once
 
 
 _state = {"theme": "light"}

@@ -12,7 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from rlnb.viz.figures.theme import COLORS, metric_label, themed
+from rlnb.viz.figures.theme import COLORS, axis_title, metric_label, themed
 from rlnb.viz.figures.zoo import np_
 
 
@@ -49,8 +49,10 @@ def entropy_figure(*, token_entropy, mask, row_labels: Sequence[str], steps, ent
                     line=dict(color=COLORS["wrong"], dash="dash"))
     fig.add_scatter(x=s, y=list(coef), name="thermostat coef", mode="lines", line=dict(color=COLORS["ref"]),
                     row=2, col=1, secondary_y=True)
-    fig.update_yaxes(autorange="reversed", row=1, col=1)
+    fig.update_yaxes(autorange="reversed", title_text="completion", row=1, col=1)
+    fig.update_xaxes(title_text="token position t", row=1, col=1)
     fig.update_yaxes(title_text="coef", secondary_y=True, row=2, col=1)
+    fig.update_yaxes(title_text="entropy (nats per token)", secondary_y=False, row=2, col=1)
     fig.update_xaxes(title_text="step", row=2, col=1)
     fig.update_layout(title=title, height=600, legend=dict(orientation="h", y=-0.12))
     return themed(fig)
@@ -87,6 +89,8 @@ def dashboard_figure(*, series: dict, panels: Sequence[tuple[str, Sequence[str]]
                             line_color=METRIC_COLORS.get(name, palette[j % len(palette)]),
                             marker_size=7 if name.startswith("eval/") else 4)
     fig.update_xaxes(title_text="training step", title_standoff=4)
+    for k, (_, names) in enumerate(panels):
+        fig.update_yaxes(title_text=axis_title(names), title_standoff=2, row=k // cols + 1, col=k % cols + 1)
     fig.update_layout(title=title, height=290 * rows + 90, legend=dict(orientation="h", y=-0.12 / rows))
     return themed(fig)
 
@@ -116,7 +120,8 @@ def xray_figure(*, tokens: Sequence[Sequence[str]], adv_ratio, mask, ratio, entr
         r, t = np.nonzero(np.asarray(flags, dtype=bool) & (np_(mask) > 0))
         fig.add_scatter(x=t, y=r, name=name, mode="markers", hoverinfo="skip",
                         marker=dict(symbol="square-open", size=22, line_width=3, color=color))
-    fig.update_yaxes(autorange="reversed", tickmode="array", tickvals=list(range(rows)), ticktext=list(row_labels))
+    fig.update_yaxes(autorange="reversed", tickmode="array", tickvals=list(range(rows)), ticktext=list(row_labels),
+                     title_text="completion")
     fig.update_xaxes(title_text="token position t", dtick=1)
     fig.update_layout(title=title, height=120 + 44 * rows, legend=dict(orientation="h", y=-0.25))
     return themed(fig)

@@ -59,6 +59,10 @@ def advantage_figure(*, rewards, adv, dist_right, dist_wrong, gaps, odd: dict, s
                         line_width=3 if name == selected else 1.5, **_fade(selected, name))
     fig.update_xaxes(type="log", title_text="reward gap", row=1, col=3)
     fig.update_xaxes(title_text="advantage", row=1, col=2)
+    fig.update_xaxes(title_text="completion", row=1, col=1)
+    fig.update_yaxes(title_text="reward, advantage", row=1, col=1)
+    fig.update_yaxes(title_text="share of completions", row=1, col=2)
+    fig.update_yaxes(title_text="|A| of the odd one", row=1, col=3)
     fig.update_layout(title=title, barmode="group", bargap=0.15, height=380)
     return themed(fig)
 
@@ -110,6 +114,9 @@ def clip_figure(*, rho, objective, weight, reference, low, high, tokens: dict | 
                 for row in (1, 2):
                     fig.add_vrect(x0=x0, x1=x1, fillcolor=color, opacity=0.18, line_width=0, row=row, col=col)
     fig.update_xaxes(title_text="ratio rho = pi / pi_old", row=3)
+    for row, name in ((1, "objective"), (2, "weight"), (3, "tokens")):
+        fig.update_yaxes(title_text=name, title_standoff=2, row=row, col=1)
+        fig.update_yaxes(title_text=name, title_standoff=2, row=row, col=2)
     fig.update_layout(title=title, barmode="stack", height=560, showlegend=False)
     return themed(fig)
 
@@ -124,9 +131,9 @@ def kl_figure(*, x, pi_pdf, ref_pdf, samples: dict, true_kl: float, d, weights: 
     ``std`` (bars over the estimators), then ``beta grad <k>`` for each key of ``weights``, then
     ``policy +A``, ``policy -A``.
     """
-    fig = make_subplots(rows=2, cols=2, vertical_spacing=0.14, horizontal_spacing=0.1, subplot_titles=(
-        "pi and pi_ref", "per-sample estimates (line: true KL)", "bias and std of each estimator",
-        "weight on grad logp: beta * KL term vs policy term"))
+    fig = make_subplots(rows=2, cols=2, vertical_spacing=0.2, horizontal_spacing=0.12, subplot_titles=(
+        "pi and pi_ref", "per-sample estimates (line: true KL)", "bias and std per estimator",
+        "weight on grad logp: beta*KL vs policy"))
     fig.add_scatter(x=np_(x), y=np_(pi_pdf), name="pi", line_color=COLORS["pi"], row=1, col=1)
     fig.add_scatter(x=np_(x), y=np_(ref_pdf), name="pi_ref", line_color=COLORS["ref"], row=1, col=1)
     for name, vals in samples.items():
@@ -146,7 +153,12 @@ def kl_figure(*, x, pi_pdf, ref_pdf, samples: dict, true_kl: float, d, weights: 
         fig.add_scatter(x=dd[[0, -1]], y=[sign * A] * 2, name=f"policy {'+' if sign > 0 else '-'}A", mode="lines",
                         row=2, col=2, line=dict(color=COLORS["right" if sign > 0 else "wrong"], dash="dot"))
     fig.update_xaxes(title_text="d = logp - ref_logp", row=2, col=2)
-    fig.update_layout(title=title, barmode="overlay", height=600)
+    for (row, col), (xt, yt) in {(1, 1): ("x", "density"), (1, 2): ("estimate", "share of samples"),
+                                 (2, 1): ("estimator", "bias, std"), (2, 2): (None, "weight")}.items():
+        if xt:
+            fig.update_xaxes(title_text=xt, row=row, col=col)
+        fig.update_yaxes(title_text=yt, title_standoff=2, row=row, col=col)
+    fig.update_layout(title=title, barmode="overlay", height=640)
     return themed(fig)
 
 
@@ -165,4 +177,7 @@ def aggregation_figure(*, labels: Sequence[str], per_token: dict, push: dict, se
                         legendgroup=name, showlegend=row == 1, **_fade(selected, name))
     fig.update_layout(title=title, barmode="group", height=520)
     fig.update_xaxes(categoryorder="array", categoryarray=list(labels))  # stale categories otherwise linger
+    fig.update_xaxes(title_text="completion", row=2, col=1)
+    fig.update_yaxes(title_text="weight per token", row=1, col=1)
+    fig.update_yaxes(title_text="push (sum of weight x A)", row=2, col=1)
     return themed(fig)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 import ipywidgets as widgets
 
 from rlnb.viz.backend import LiveFigure, _shell
+from rlnb.viz.figures.theme import metric_label
 from rlnb.viz.figures.train import dashboard_figure
 
 EVAL = "eval/pass@1"  # greedy pass@1 on held-out prompts, every ``eval_every`` steps
@@ -41,7 +42,7 @@ def panels_for(metrics: Sequence[str] | None) -> list[tuple[str, tuple[str, ...]
     out = [(t, tuple(m for m in ms if m in metrics)) for t, ms in PANELS]
     out = [(t, ms) for t, ms in out if ms]
     known = {m for _, ms in PANELS for m in ms}
-    return out + [(m, (m,)) for m in metrics if m not in known]
+    return out + [(metric_label(m), (m,)) for m in metrics if m not in known]
 
 
 def hyperparameters_html(trainer) -> str:
@@ -116,12 +117,15 @@ class Dashboard:
     def callback(self) -> Dashboard:
         return self
 
-    def run(self, trainer, steps: int | None = None, **kwargs) -> list[dict]:
-        """``trainer.run(steps, callbacks=[self, ...])``, then draw whatever is left, even after an error."""
+    def run(self, trainer, steps: int | None = None, **kwargs) -> None:
+        """``trainer.run(steps, callbacks=[self, ...])``, then draw whatever is left, even after an error.
+
+        Returns nothing, so that a cell ending with it shows the dashboard, not a wall of history dicts (the
+        rows are in ``trainer.history``)."""
         callbacks = [self, *kwargs.pop("callbacks", ())]
         self.trainer = trainer
         try:
-            return trainer.run(steps, callbacks=callbacks, **kwargs)
+            trainer.run(steps, callbacks=callbacks, **kwargs)
         finally:
             self.flush()
 
