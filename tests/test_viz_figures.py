@@ -90,6 +90,8 @@ def test_dashboard_figure_gaps_and_empty_series():
     assert trace(fig, "len").xaxis == "x2" and list(trace(fig, "len").y) == [3, None]  # NaN is not JSON
     # each panel's y axis says what it measures: the shared unit, else the metrics' units or labels
     assert fig.layout.yaxis.title.text == "reward / share" and fig.layout.yaxis2.title.text == "len"
+    clip = dashboard_figure(series={}, panels=[("clip", ("clip_ratio/low_mean",)), ("reward", ("reward",))])
+    assert (clip.layout.yaxis.rangemode, clip.layout.yaxis2.rangemode) == ("nonnegative", "normal")  # 0 at the bottom
 
 
 def test_axis_titles_and_labels_for_unknown_keys():
@@ -181,3 +183,19 @@ def test_every_recipe_colour_reads_on_a_light_and_a_dark_background():
     for name, colour in [*RECIPE_COLORS.items(), *(("extra", c) for c in _EXTRA)]:
         assert min(_contrast(colour, "#ffffff"), _contrast(colour, "#111111")) >= 2.2, (name, colour)
     assert not set(_EXTRA) & set(RECIPE_COLORS.values())
+
+
+def test_the_starting_theme_follows_jupyterlab_settings_or_rlnb_theme(tmp_path):
+    from rlnb.viz.figures.theme import detect_theme
+
+    settings = tmp_path / "@jupyterlab" / "apputils-extension" / "themes.jupyterlab-settings"
+    env = {"JUPYTERLAB_SETTINGS_DIR": str(tmp_path)}
+    assert detect_theme(env) == "light"                                    # no settings saved: light
+    settings.parent.mkdir(parents=True)
+    settings.write_text('{\n  // the theme, chosen in Settings\n  "theme": "JupyterLab Dark"\n}')
+    assert detect_theme(env) == "dark"                                     # comments are allowed there
+    settings.write_text('{"theme": "JupyterLab Light", "theme-scrollbars": false}')
+    assert detect_theme(env) == "light"
+    assert detect_theme({**env, "RLNB_THEME": "dark"}) == "dark"           # the variable wins
+    with pytest.raises(ValueError, match="RLNB_THEME: expected one of"):
+        detect_theme({"RLNB_THEME": "solarized"})

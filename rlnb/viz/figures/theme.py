@@ -1,12 +1,16 @@
 """Light and dark figures. Plotly does not follow JupyterLab's theme, so the learner picks one.
 
 ``set_theme("dark")`` changes the template of every figure built afterwards *and* of every live
-explorer or dashboard figure already on screen.
+explorer or dashboard figure already on screen. Until it is called, figures follow ``RLNB_THEME`` or the theme
+saved in JupyterLab's settings (``detect_theme``).
 """
 
 from __future__ import annotations
 
+import os
+import re
 import weakref
+from pathlib import Path
 
 import plotly.graph_objects as go
 
@@ -66,6 +70,11 @@ METRIC_UNITS = {
     "rewards/format/mean": "share",
 }
 
+# Metrics that cannot be negative: their axis starts at 0 (a flat zero line is drawn at the bottom, not mid -1..1).
+NONNEGATIVE = {"accuracy", "eval/pass@1", "entropy", "clip_ratio/low_mean", "clip_ratio/high_mean",
+               "clip_ratio/region_mean", "completions/mean_length", "completions/mean_length_correct",
+               "completions/mean_length_wrong", "frac_reward_zero_std"}
+
 
 def metric_label(key: str) -> str:
     """A human label for a history key (``hp/beta`` -> "beta (knob)", ``rewards/<part>/mean`` -> "reward part
@@ -86,8 +95,30 @@ def axis_title(keys) -> str:
     return " / ".join(dict.fromkeys(METRIC_UNITS.get(k) or metric_label(k) for k in keys))  # each unit once
 
 
-_state = {"theme": "light"}
+_state: dict = {"theme": None}  # None: not chosen yet, detect_theme() decides on first use
 _live: weakref.WeakSet = weakref.WeakSet()  # LiveFigure objects to re-theme on set_theme
+
+
+def detect_theme(env=None) -> str:
+    """The theme figures start in: ``RLNB_THEME`` ("light" or "dark") when set, else the theme saved in
+    JupyterLab's user settings (a theme whose name says dark, e.g. "JupyterLab Dark", is dark), else light.
+
+    Plotly cannot see JupyterLab's theme, and the kernel cannot ask the page while a cell runs; the settings
+    file is where JupyterLab keeps the learner's choice, on the machine the kernel usually runs on."""
+    env = os.environ if env is None else env
+    name = env.get("RLNB_THEME")
+    if name:
+        if name not in TEMPLATES:
+            raise ValueError(f"RLNB_THEME: expected one of {sorted(TEMPLATES)}, got {name!r}")
+        return name
+    root = env.get("JUPYTERLAB_SETTINGS_DIR") or str(Path.home() / ".jupyter" / "lab" / "user-settings")
+    path = Path(root) / "@jupyterlab" / "apputils-extension" / "themes.jupyterlab-settings"
+    try:
+        text = path.read_text(encoding="utf-8")   # JSON with comments: read the one key, do not parse
+    except (OSError, UnicodeDecodeError):
+        return "light"
+    found = re.search(r'"theme"\s*:\s*"([^"]*)"', text)
+    return "dark" if found and "dark" in found.group(1).lower() else "light"
 
 
 def set_theme(name: str) -> None:
@@ -100,12 +131,15 @@ def set_theme(name: str) -> None:
 
 
 def get_theme() -> str:
+    """``"light"`` or ``"dark"``: what ``set_theme`` chose, else ``detect_theme()``."""
+    if _state["theme"] is None:
+        _state["theme"] = detect_theme()
     return _state["theme"]
 
 
 def template() -> str:
     """The plotly template name of the current theme."""
-    return TEMPLATES[_state["theme"]]
+    return TEMPLATES[get_theme()]
 
 
 def themed(fig: go.Figure) -> go.Figure:

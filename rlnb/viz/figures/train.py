@@ -12,7 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from rlnb.viz.figures.theme import COLORS, axis_title, metric_label, themed
+from rlnb.viz.figures.theme import COLORS, NONNEGATIVE, axis_title, metric_label, themed
 from rlnb.viz.figures.zoo import np_
 
 
@@ -90,7 +90,8 @@ def dashboard_figure(*, series: dict, panels: Sequence[tuple[str, Sequence[str]]
                             marker_size=7 if name.startswith("eval/") else 4)
     fig.update_xaxes(title_text="training step", title_standoff=4)
     for k, (_, names) in enumerate(panels):
-        fig.update_yaxes(title_text=axis_title(names), title_standoff=2, row=k // cols + 1, col=k % cols + 1)
+        fig.update_yaxes(title_text=axis_title(names), title_standoff=2, row=k // cols + 1, col=k % cols + 1,
+                         rangemode="nonnegative" if set(names) <= NONNEGATIVE else "normal")
     fig.update_layout(title=title, height=290 * rows + 90, legend=dict(orientation="h", y=-0.12 / rows))
     return themed(fig)
 
