@@ -288,10 +288,11 @@ def _finish(trainer, out: Path, summary: dict, target: int, wall_s: float, inter
 
 
 def _report(trainer, out: Path, summary: dict) -> None:
-    from rlnb.cli.report import write_report
+    from rlnb.cli.report import changed_settings, write_report
 
     tmp = out / "report.html.tmp"
-    write_report(trainer.history, tmp, title=f"{trainer.recipe.name} on {trainer.task.name}",
+    model = Path(str(getattr(trainer.model.config, "_name_or_path", "") or "")).name or "the default model"
+    title = f"{trainer.recipe.name} on {trainer.task.name} · {model} · {trainer.step_count} steps"
+    write_report(trainer.history, tmp, title=title, changed=changed_settings(trainer.recipe),
                  summary={k: v for k, v in summary.items() if k not in ("recipe", "task")})
     os.replace(tmp, out / "report.html")
-
