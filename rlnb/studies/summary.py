@@ -28,8 +28,10 @@ class Stat:
     >>> s = Stat((1.0, 2.0, 4.0))
     >>> s.mean, round(s.std, 4), s.min, s.max
     (2.3333333333333335, 1.5275, 1.0, 4.0)
-    >>> f"{s:.2f}"
-    '2.33 ± 1.53 [1.00, 4.00]'
+    >>> f"{s:.2f}", f"{Stat((0.5, 0.75)):.2f}"      # whole numbers without decimals
+    ('2.33 ± 1.53 [1, 4]', '0.62 ± 0.18 [0.50, 0.75]')
+    >>> f"{Stat((30.0, 30.0)):.3f}", f"{Stat((float('nan'),)):.3f}"   # every seed agrees; never measured
+    ('30', '-')
     """
 
     values: tuple[float, ...]
@@ -65,8 +67,17 @@ class Stat:
         return self.n > 0 and all(v < x for v in self.values)
 
     def __format__(self, fmt: str) -> str:
+        """``mean ± std [min, max]``; one number when every seed agrees, whole numbers without decimals, and
+        "-" when no seed measured it (NaN)."""
         fmt = fmt or ".3f"
-        return f"{self.mean:{fmt}} ± {self.std:{fmt}} [{self.min:{fmt}}, {self.max:{fmt}}]"
+        vals = [v for v in self.values if v == v]
+        if not vals:
+            return "-"
+        whole = all(float(v).is_integer() for v in vals)
+        one = (lambda v: f"{v:.0f}") if whole else (lambda v: f"{v:{fmt}}")  # noqa: E731
+        if min(vals) == max(vals):
+            return one(vals[0])
+        return f"{self.mean:{fmt}} ± {self.std:{fmt}} [{one(self.min)}, {one(self.max)}]"
 
     def __str__(self) -> str:
         return format(self)
@@ -84,6 +95,23 @@ def parse_spec(spec: str) -> tuple[str, str]:
     if reducer not in REDUCERS:
         raise ValueError(f"spec: unknown reducer {reducer!r} in {spec!r}; known: {REDUCERS}")
     return reducer, metric
+
+
+REDUCER_WORDS = {"start": "at the start", "final": "at the end", "change": "change over the run",
+                 "mean": "run mean", "min": "lowest", "max": "highest"}
+
+
+def spec_label(spec: str) -> str:
+    """A table header a learner reads: ``"mean:frac_reward_zero_std"`` -> "groups with no signal (share), run mean".
+
+    >>> spec_label("change:eval/greedy/pass@1")
+    'held-out pass@1 (greedy), change over the run'
+    """
+    from rlnb.viz.figures.theme import metric_label
+
+    reducer, metric = parse_spec(spec)
+    metric = {"eval/greedy/pass@1": "eval/pass@1"}.get(metric, metric)
+    return f"{metric_label(metric)}, {REDUCER_WORDS[reducer]}"
 
 
 def series(history: list[dict], evals: list[dict], metric: str) -> list[float]:
@@ -151,7 +179,7 @@ class Table:
 
     def _repr_html_(self) -> str:
         fmt = f".{self.digits}f"
-        head = "".join(f"<th>{s}</th>" for s in self.specs)
+        head = "".join(f"<th title='{s}'>{spec_label(s)}</th>" for s in self.specs)  # the key stays as a tooltip
         body = "".join("<tr><td>" + a + "</td>" + "".join(f"<td>{self.stats[a, s]:{fmt}}</td>" for s in self.specs)
                        + "</tr>" for a in self.arms)
         return f"<table><tr><th>arm</th>{head}</tr>{body}</table>"

@@ -82,3 +82,28 @@ def test_reader_and_verdict_on_real_figures(page):
     assert [p.split(":")[0] for p in found] == ["cell 0", "cell 0", "cell 2", "cell 3", "cell 4"], found
     assert "axis x, y has no title" in found[0] and "clip_ratio/low_mean" in found[1]
     assert "64 visible rows" in found[2] and "-0.3535524010658264" in found[3] and "70 lines" in found[4]
+
+
+def test_contrast_verdict_groups_by_cell():
+    from browser_contrast import contrast_problems
+
+    found = [{"cell": 2, "text": "right", "ratio": 1.4}, {"cell": 2, "text": "wrong", "ratio": 1.1},
+             {"cell": 5, "text": "grey", "ratio": 2.5}]
+    assert contrast_problems(found) == [
+        "cell 2: 2 texts below contrast 3.0 in the dark theme, worst 1.1 on 'wrong'",
+        "cell 5: 1 texts below contrast 3.0 in the dark theme, worst 2.5 on 'grey'"]
+    assert contrast_problems([]) == []
+
+
+@pytest.mark.browser
+def test_contrast_reader_finds_light_page_colours_on_a_dark_page(page):
+    from browser_contrast import CONTRAST, contrast_problems
+
+    page.set_content(page_html('<div style="color:#fff;background:#f4c7c3">white on a pink row</div>',
+                               '<div style="color:#444">dark grey text</div>',
+                               '<div style="color:#eee">light text</div>',
+                               '<div style="color:#eee"><svg><text>figure text is plotly\'s</text></svg></div>'))
+    page.evaluate("() => { document.body.style.background = '#111'; }")   # a dark page
+    found = contrast_problems(page.evaluate(CONTRAST, ".jp-Notebook"))
+    assert [p.split(":")[0] for p in found] == ["cell 0", "cell 1"], found
+    assert "white on a pink row" in found[0] and "dark grey text" in found[1]

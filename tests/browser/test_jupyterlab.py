@@ -2,7 +2,8 @@
 
 For each notebook (and the fixture ``fixtures/widgets.ipynb``): open it in headless Chromium, run all
 cells in smoke mode, then check that no output is an error, every widget and figure rendered and reads
-(``browser_readable``: axis titles, labels not raw keys, short numbers, tables and outputs), the page
+(``browser_readable``: axis titles, labels not raw keys, short numbers, tables and outputs; ``browser_contrast``:
+text that stays readable in the dark theme), the page
 shows at least the expected sliders and figures, one slider moved with the keyboard makes the widget show
 what the library computes, and (start-here) the dashboard updates while training runs and a kernel
 interrupt stops it cleanly. A screenshot of each notebook's main widget goes to
@@ -16,6 +17,7 @@ import time
 
 import pytest
 from browser_checks import counts, problems
+from browser_contrast import dark_theme_problems
 from browser_drive import describe, describe_settled, open_notebook, run_all, shutdown_kernel, wait_idle
 from browser_expect import EXPECT
 from browser_lab import NOTEBOOKS
@@ -97,6 +99,7 @@ def test_notebook_in_jupyterlab(lab, page, artifacts, folder, name):
                             f"{summary_of_page(cells)}")
         else:
             failures += check_expectations(page, name, expect, cells, log, shots=artifacts / "screenshots")
+        failures += dark_theme_problems(page)  # last: the drives above read the light page
     finally:  # after the checks (the dashboard has its longer run), and even when one of them raised
         shot = artifacts / "screenshots" / f"{stem}.png"
         log.append(f"screenshot of {screenshot(page, expect.main if expect else None, shot)}: {shot}")

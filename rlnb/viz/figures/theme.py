@@ -54,7 +54,7 @@ METRIC_LABELS = {
     "clip_ratio/region_mean": "clipped (share of tokens)",
     "completions/mean_length": "mean length (tokens)", "completions/mean_length_correct": "length, right answers",
     "completions/mean_length_wrong": "length, wrong answers", "frac_reward_zero_std": "groups with no signal (share)",
-    "grad_norm": "gradient norm", "rewards/loophole/mean": "paid through the loophole (share)",
+    "grad_norm": "gradient norm", "rewards/loophole/mean": "paid via the loophole (share)",
     "rewards/correct/mean": "truly correct (share)",
     "rewards/format/mean": "paid for the format (share)", "loss": "loss", "pg_loss": "policy loss", "learning_rate": "learning rate",
 }
