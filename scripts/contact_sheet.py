@@ -94,6 +94,10 @@ def main(args: list[str]) -> int:
                 folder.mkdir(parents=True, exist_ok=True)
                 open_notebook(page, server.url(f"lab/tree/notebooks/{book.name}"))
                 page.evaluate("() => window.jupyterapp.shell.collapseLeft()")  # the page, not the file list
+                # the light theme before the kernel draws anything: rlnb's figures start in the theme JupyterLab
+                # saved, and the previous notebook's dark pass saved the dark one
+                page.evaluate(SET_THEME, THEMES["light"])
+                page.wait_for_timeout(1000)
                 if mode != "--saved":
                     t0 = time.monotonic()
                     ran = run_all(page, timeout_s=1800)

@@ -16,6 +16,7 @@ skipped. Spread over seeds uses the sample standard deviation (divide by n - 1; 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 REDUCERS = ("start", "final", "change", "mean", "min", "max")
@@ -104,14 +105,15 @@ REDUCER_WORDS = {"start": "at the start", "final": "at the end", "change": "chan
 def spec_label(spec: str) -> str:
     """A table header a learner reads: ``"mean:frac_reward_zero_std"`` -> "groups with no signal (share), run mean".
 
-    >>> spec_label("change:eval/greedy/pass@1")
-    'held-out pass@1 (greedy), change over the run'
+    >>> spec_label("change:eval/greedy/pass@1"), spec_label("final:eval/sampled/pass@8")
+    ('held-out pass@1 (greedy), change over the run', 'held-out pass@8 (sampled), at the end')
     """
     from rlnb.viz.figures.theme import metric_label
 
     reducer, metric = parse_spec(spec)
-    metric = {"eval/greedy/pass@1": "eval/pass@1"}.get(metric, metric)
-    return f"{metric_label(metric)}, {REDUCER_WORDS[reducer]}"
+    held_out = re.fullmatch(r"eval/(greedy|sampled)/pass@(\d+)", metric)  # the studies' evaluations
+    label = f"held-out pass@{held_out[2]} ({held_out[1]})" if held_out else metric_label(metric)
+    return f"{label}, {REDUCER_WORDS[reducer]}"
 
 
 def series(history: list[dict], evals: list[dict], metric: str) -> list[float]:
