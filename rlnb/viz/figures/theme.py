@@ -56,7 +56,8 @@ METRIC_LABELS = {
     "completions/mean_length_wrong": "length, wrong answers", "frac_reward_zero_std": "groups with no signal (share)",
     "grad_norm": "gradient norm", "rewards/loophole/mean": "paid via the loophole (share)",
     "rewards/correct/mean": "truly correct (share)",
-    "rewards/format/mean": "paid for the format (share)", "loss": "loss", "pg_loss": "policy loss", "learning_rate": "learning rate",
+    "rewards/format/mean": "paid for the format (share)", "groups_with_signal": "groups with signal",
+    "gen_rounds": "sampling rounds", "frac_reward_zero_std_sampled": "sampled groups with no signal (share)", "loss": "loss", "pg_loss": "policy loss", "learning_rate": "learning rate",
 }
 
 
