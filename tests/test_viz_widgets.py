@@ -2,7 +2,10 @@
 computed by hand from the papers' formulas."""
 
 import base64
+import html
+import json
 import math
+import re
 
 import numpy as np
 import plotly.graph_objects as go
@@ -194,7 +197,10 @@ def test_clip_explorer_counts_the_batch_tokens_it_clips():
     assert e.values["clip_ratio/high_mean"] == pytest.approx(2 / 6)
     e.controls["eps_low"].value = 0.05                                  # 0.5 and 0.9 below 0.95
     assert e.values["clip_ratio/low_mean"] == pytest.approx(2 / 6)
-    assert "clip_ratio/low_mean = 0.3333" in e.readout.value
+    # the readout: labels and 3 digits for the learner, the exact numbers by key for tests and tools
+    assert "clipped low (share of tokens) = 0.333" in e.readout.value and "clip_ratio" not in e.readout.value.split(">")[1]
+    exact = json.loads(html.unescape(re.search(r"data-rlnb-values='([^']*)'", e.readout.value)[1]))
+    assert exact["clip_ratio/low_mean"] == pytest.approx(2 / 6) and exact["tokens"] == 6
     assert np.allclose(sorted(trace(e.fig, "clipped A>0").x), [1.1, 1.5])
 
 

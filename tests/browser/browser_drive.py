@@ -7,6 +7,7 @@ Their outcome is parked on ``window`` and polled instead.
 
 from __future__ import annotations
 
+import json
 import time
 
 from browser_checks import DESCRIBE, parse_readout, problems
@@ -137,7 +138,7 @@ SLIDER = """([boxTag, name, tag]) => { const box = document.querySelector(`[data
 STATE = """(box) => { const plot = box.querySelector('.js-plotly-plot');
   const ro = box.querySelector(':scope > .widget-html code.rlnb-readout');
   const layoutTitle = plot && plot.layout && plot.layout.title;
-  return {readout: ro ? ro.textContent.trim() : '',
+  return {readout: ro ? ro.textContent.trim() : '', exact: ro ? ro.dataset.rlnbValues || null : null,
           title: layoutTitle ? (typeof layoutTitle === 'string' ? layoutTitle : layoutTitle.text || '') : '',
           traces: plot && Array.isArray(plot.data) ? plot.data.map(t => ({name: t.name || '', meta: t.meta || '',
             x: t.x ? Array.from(t.x).slice(0, 2000) : [], y: t.y ? Array.from(t.y).slice(0, 2000) : []})) : [],
@@ -154,9 +155,10 @@ def widget_box(page, title: str):
 
 
 def box_state(box) -> dict:
-    """The box's readout (text and parsed), its first figure (title, traces with x and y), its sliders."""
+    """The box's readout (text, and its values by key), its first figure (title, traces with x and y), its sliders."""
     state = box.evaluate(STATE)
-    state["values"] = parse_readout(state["readout"])
+    # an explorer's exact numbers by key (data-rlnb-values), whatever its readout's wording; else the text
+    state["values"] = json.loads(state["exact"]) if state.get("exact") else parse_readout(state["readout"])
     return state
 
 

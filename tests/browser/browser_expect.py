@@ -24,7 +24,7 @@ ARROWS = ("ArrowRight", "ArrowRight", "ArrowRight", "ArrowLeft")  # net +2 steps
 @dataclass(frozen=True)
 class Drive:
     """Move slider ``slider`` of widget ``widget`` (an explorer's title) with ``keys``. ``observe(state)``
-    reads what the widget shows (``state``: ``readout``, ``values`` (parsed readout), ``title`` and
+    reads what the widget shows (``state``: ``readout``, ``values`` (an explorer's exact numbers by key, else the parsed readout), ``title`` and
     ``traces`` of its figure, ``sliders``: name -> displayed value); it must change, and equal
     ``expected(state, probe)`` (numbers within ``tol``)."""
 
@@ -34,7 +34,7 @@ class Drive:
     expected: Callable[[dict, Callable[[str], str]], object]
     what: str
     keys: tuple[str, ...] = ARROWS
-    tol: float = 6e-5  # readouts print 4 decimals
+    tol: float = 6e-5  # explorers hand over exact values; the dashboard and lab readouts print 3-4 digits
 
 
 @dataclass(frozen=True)

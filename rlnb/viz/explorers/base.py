@@ -9,7 +9,9 @@ fills every function that takes it; only the current function's controls are sho
 from __future__ import annotations
 
 import contextlib
+import html
 import inspect
+import json
 import math
 from collections.abc import Callable, Iterable
 
@@ -19,6 +21,7 @@ from rlnb.algos import knob_names
 from rlnb.core.knobs import UNSET
 from rlnb.recipe import Recipe
 from rlnb.viz.backend import LiveFigure
+from rlnb.viz.figures.theme import metric_label
 
 STYLE = {"description_width": "initial"}
 
@@ -226,8 +229,14 @@ class Explorer:
         self._show_readout()
 
     def _show_readout(self) -> None:
-        parts = [f"{k} = {v:.4f}" if isinstance(v, float) else f"{k} = {v}" for k, v in self.values.items()]
-        self.readout.value = "<code class='rlnb-readout'>" + " · ".join(parts) + "</code>"
+        """The key numbers as a learner reads them (labels, 3 significant digits); the exact values ride along
+        in ``data-rlnb-values`` (JSON, by key), where tests read them whatever the wording."""
+        parts = [f"{metric_label(k)} = {v:.3g}" if isinstance(v, float) else f"{metric_label(k)} = {v}"
+                 for k, v in self.values.items()]
+        exact = html.escape(json.dumps({k: float(v) if math.isfinite(v) else None  # NaN is not JSON
+                                        for k, v in self.values.items() if isinstance(v, (int, float))}))
+        self.readout.value = (f"<code class='rlnb-readout' data-rlnb-values='{exact}'>" + " · ".join(parts)
+                              + "</code>")
 
     def _figure(self):
         raise NotImplementedError
