@@ -201,6 +201,8 @@ def test_clip_explorer_counts_the_batch_tokens_it_clips():
     assert "clipped low (share of tokens) = 0.333" in e.readout.value and "clip_ratio" not in e.readout.value.split(">")[1]
     exact = json.loads(html.unescape(re.search(r"data-rlnb-values='([^']*)'", e.readout.value)[1]))
     assert exact["clip_ratio/low_mean"] == pytest.approx(2 / 6) and exact["tokens"] == 6
+    from rlnb.viz.explorers.base import _label
+    assert (_label("reward"), _label("A_0")) == ("reward", "A_0")   # plain readout words keep their meaning
     assert np.allclose(sorted(trace(e.fig, "clipped A>0").x), [1.1, 1.5])
 
 

@@ -21,7 +21,7 @@ from rlnb.algos import knob_names
 from rlnb.core.knobs import UNSET
 from rlnb.recipe import Recipe
 from rlnb.viz.backend import LiveFigure
-from rlnb.viz.figures.theme import metric_label
+from rlnb.viz.figures.theme import METRIC_LABELS, metric_label
 
 STYLE = {"description_width": "initial"}
 
@@ -231,8 +231,7 @@ class Explorer:
     def _show_readout(self) -> None:
         """The key numbers as a learner reads them (labels, 3 significant digits); the exact values ride along
         in ``data-rlnb-values`` (JSON, by key), where tests read them whatever the wording."""
-        parts = [f"{metric_label(k)} = {v:.3g}" if isinstance(v, float) else f"{metric_label(k)} = {v}"
-                 for k, v in self.values.items()]
+        parts = [f"{_label(k)} = {v:.3g}" if isinstance(v, float) else f"{_label(k)} = {v}" for k, v in self.values.items()]
         exact = html.escape(json.dumps({k: float(v) if math.isfinite(v) else None  # NaN is not JSON
                                         for k, v in self.values.items() if isinstance(v, (int, float))}))
         self.readout.value = (f"<code class='rlnb-readout' data-rlnb-values='{exact}'>" + " · ".join(parts)
@@ -240,6 +239,12 @@ class Explorer:
 
     def _figure(self):
         raise NotImplementedError
+
+
+def _label(key: str) -> str:
+    """A readout key as a learner reads it: history keys (``clip_ratio/low_mean``) by their label; plain words
+    ("reward": here one completion's, not the batch mean) as they are."""
+    return metric_label(key) if ("/" in key or "_" in key) and key in METRIC_LABELS else key
 
     @property
     def widget(self) -> widgets.VBox:
