@@ -240,12 +240,6 @@ class Explorer:
     def _figure(self):
         raise NotImplementedError
 
-
-def _label(key: str) -> str:
-    """A readout key as a learner reads it: history keys (``clip_ratio/low_mean``) by their label; plain words
-    ("reward": here one completion's, not the batch mean) as they are."""
-    return metric_label(key) if ("/" in key or "_" in key) and key in METRIC_LABELS else key
-
     @property
     def widget(self) -> widgets.VBox:
         """Title, controls, readout and figure in one box (built once; display it as often as you like)."""
@@ -258,3 +252,9 @@ def _label(key: str) -> str:
     def _repr_mimebundle_(self, **kwargs):
         self.live.refresh_view()  # the view starts from the figure as it is now
         return self.widget._repr_mimebundle_(**kwargs)
+
+
+def _label(key: str) -> str:
+    """A readout key as a learner reads it: history keys (``clip_ratio/low_mean``) by their label; plain words
+    ("reward": here one completion's, not the batch mean) as they are."""
+    return metric_label(key) if ("/" in key or "_" in key) and key in METRIC_LABELS else key

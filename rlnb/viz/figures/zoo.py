@@ -44,8 +44,8 @@ def advantage_figure(*, rewards, adv, dist_right, dist_wrong, gaps, odd: dict, s
     then one per key of ``odd``, named ``odd <estimator>``.
     """
     labels = list(labels) if labels is not None else [f"o{i}" for i in range(len(rewards))]
-    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.08, subplot_titles=(
-        "this group", "over many groups", "odd one out: |A| vs reward gap"))
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.1, subplot_titles=(  # short: a third of the width each
+        "this group", "over many groups", "the odd one out"))
     fig.add_bar(x=labels, y=np_(rewards), name="reward", marker_color=COLORS["ref"], row=1, col=1)
     colors = [COLORS["right"] if a > 0 else COLORS["wrong"] for a in np_(adv)]
     fig.add_bar(x=labels, y=np_(adv), name="advantage", marker_color=colors, row=1, col=1)
