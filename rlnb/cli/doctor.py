@@ -11,9 +11,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
-import statistics
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,15 +98,10 @@ def probe_runtimes() -> dict:
 def step_seconds(steps: int = 5, **size) -> float:
     """The median seconds of ``steps`` GRPO steps on the embedded default model and the add task, as the
     README's first lines and chapter 00 run it. The median, so the first step's one-off costs do not count."""
+    from rlnb.core.runtime import median_step_seconds
     from rlnb.loop import Trainer
 
-    trainer = Trainer.tiny("grpo", task="add", seed=0, **size)
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        trainer.step()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return median_step_seconds(Trainer.tiny("grpo", task="add", seed=0, **size), steps)
 
 
 # --- checks: pure functions of the probes' facts --------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import signal
+import statistics
 import threading
 import time
 
@@ -108,3 +109,16 @@ def check_callbacks(callbacks) -> list:
             raise TypeError(f"callbacks[{i}]: expected a callable cb(trainer, record) or an object with "
                             f"on_stage(trainer, stage, batch), got {cb!r}")
     return callbacks
+
+
+def median_step_seconds(trainer, steps: int, *, warmup: int = 0) -> float:
+    """The median wall time of ``steps`` calls of ``trainer.step()`` after ``warmup`` untimed ones (a median, so
+    that one step's one-off costs do not count)."""
+    for _ in range(warmup):
+        trainer.step()
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        trainer.step()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import statistics
-import time
 from dataclasses import asdict, dataclass
 
 import torch
@@ -77,16 +75,11 @@ def correctness_matrix(task, *, n_prompts: int, samples_per_prompt: int, seed: i
 
 def step_seconds(task, *, G: int, prompts_per_step: int, steps: int, seed: int = 0) -> float:
     """Median wall time of ``steps`` GRPO steps at this G (one warm-up step first)."""
+    from rlnb.core.runtime import median_step_seconds
     from rlnb.loop import Trainer
 
     trainer = Trainer.tiny("grpo", task=task, seed=seed, prompts_per_step=prompts_per_step, num_generations=G)
-    trainer.step()
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        trainer.step()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return median_step_seconds(trainer, steps, warmup=1)
 
 
 def group_size_study(*, task="countdown", G_values=(2, 4, 8, 16), n_prompts: int = 64, samples_per_prompt: int = 32,
