@@ -51,6 +51,56 @@ CONTRAST = r"""
 """
 
 
+# (rootSelector) => Array<{cell, bg, text}>: each plotly figure's background luminance and its title/tick text's
+# contrast on that background, read after the page style (rlnb.viz.figures.page_style) had its chance to repaint it
+FIGURES = r"""
+(rootSelector) => {
+  const panel = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  const root = (panel && panel.content && panel.content.node) || document.querySelector(rootSelector) || document;
+  const rgba = (s) => { const m = /rgba?\(([^)]+)\)/.exec(s || '');
+    if (!m) return null;
+    const p = m[1].split(/[\s,\/]+/).filter(Boolean).map(Number);
+    return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1]; };
+  const lum = ([r, g, b]) => { const f = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
+  const found = [];
+  [...root.querySelectorAll('.jp-Cell')].forEach((cell, i) => {
+    for (const plot of cell.querySelectorAll('.jp-OutputArea-output .js-plotly-plot')) {
+      const svg = plot.querySelector('svg.main-svg');
+      const bg = svg && rgba(getComputedStyle(svg).backgroundColor);
+      if (!bg || bg[3] < 0.5) continue;
+      let worst = 21;
+      for (const t of plot.querySelectorAll('.gtitle, .xtitle, .ytitle, .xtick text, .ytick text, .legendtext')) {
+        const fg = rgba(getComputedStyle(t).fill);
+        if (!fg || !t.textContent.trim()) continue;
+        const [a, b] = [lum(fg), lum(bg)];
+        worst = Math.min(worst, (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05));
+      }
+      found.push({cell: i, bg: Math.round(lum(bg) * 100) / 100, text: Math.round(worst * 100) / 100});
+    }
+  });
+  return found;
+}
+"""
+DARK_FIGURE = 0.2  # a figure's background above this luminance is a light box on the dark page
+
+
+def figure_problems(found: list[dict]) -> list[str]:
+    """One line per cell whose plotly figure stays light in the dark theme or whose text does not read on it."""
+    out = []
+    for cell in sorted({f["cell"] for f in found}):
+        items = [f for f in found if f["cell"] == cell]
+        light = [f for f in items if f["bg"] > DARK_FIGURE]
+        faint = [f for f in items if f["text"] < MIN_CONTRAST]
+        if light:
+            out.append(f"cell {cell}: {len(light)} plotly figures stay light in the dark theme "
+                       f"(background luminance {max(f['bg'] for f in light)})")
+        if faint:
+            out.append(f"cell {cell}: figure text below contrast {MIN_CONTRAST} in the dark theme "
+                       f"(worst {min(f['text'] for f in faint)})")
+    return out
+
+
 def contrast_problems(found: list[dict]) -> list[str]:
     """One line per cell: how many texts read below ``MIN_CONTRAST`` in the dark theme, and the worst."""
     by_cell: dict[int, list[dict]] = {}
@@ -65,7 +115,8 @@ def contrast_problems(found: list[dict]) -> list[str]:
 
 
 def dark_theme_problems(page) -> list[str]:
-    """Switch JupyterLab to its dark theme, read the contrast of every output's text, switch back."""
+    """Switch JupyterLab to its dark theme, read the contrast of every output's text and whether every plotly
+    figure turned dark with readable text, switch back."""
     page.evaluate(SET_THEME, DARK)
     try:
         # JupyterLab marks the body once the dark theme's stylesheet applies
@@ -74,7 +125,8 @@ def dark_theme_problems(page) -> list[str]:
         return ["the page did not switch to JupyterLab's dark theme within 20 s: its contrast was not checked"]
     try:
         page.wait_for_timeout(500)  # widgets restyle
-        return contrast_problems(page.evaluate(CONTRAST, ".jp-Notebook"))
+        return (contrast_problems(page.evaluate(CONTRAST, ".jp-Notebook"))
+                + figure_problems(page.evaluate(FIGURES, ".jp-Notebook")))
     finally:
         page.evaluate(SET_THEME, LIGHT)
         page.wait_for_timeout(500)

@@ -107,3 +107,41 @@ def test_contrast_reader_finds_light_page_colours_on_a_dark_page(page):
     found = contrast_problems(page.evaluate(CONTRAST, ".jp-Notebook"))
     assert [p.split(":")[0] for p in found] == ["cell 0", "cell 1"], found
     assert "white on a pink row" in found[0] and "dark grey text" in found[1]
+
+
+THEMED = """(dark) => {
+  document.body.dataset.jpThemeLight = dark ? 'false' : 'true';
+  document.body.style.background = dark ? '#111' : '#fff';
+  for (const [id, tpl] of [['light', 'plotly_white'], ['dark', 'plotly_dark']])
+    Plotly.newPlot(id, [{x: [1, 2], y: [3, 4], name: 'mean reward'}], TEMPLATES[tpl]);
+}"""
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("styled", [False, True])
+def test_figures_follow_the_dark_theme_only_with_the_page_style(page, styled):
+    """A figure built in the light template stays a white box on the dark page unless the page style repaints it;
+    with the style both figures (either template) are dark with readable text."""
+    import json
+
+    import plotly.io as pio
+    from browser_contrast import FIGURES, figure_problems
+
+    from rlnb.viz.figures import page_style
+
+    style = page_style.html() if styled else ""
+    page.set_content(page_html(f'{style}<div id="light" class="js-plotly-plot"></div>',
+                               '<div id="dark" class="js-plotly-plot"></div>'))
+    page.add_script_tag(path=str(PLOTLY_JS))
+    templates = {t: {"template": pio.templates[t].to_plotly_json(), "xaxis": {"title": {"text": "step"}}}
+                 for t in ("plotly_white", "plotly_dark")}
+    page.evaluate(f"() => {{ window.TEMPLATES = {json.dumps(templates)}; }}")
+    page.evaluate(THEMED, True)
+    found = figure_problems(page.evaluate(FIGURES, ".jp-Notebook"))
+    if not styled:
+        assert found == ["cell 0: 1 plotly figures stay light in the dark theme (background luminance 1)"], found
+        return
+    assert found == []
+    page.evaluate(THEMED, False)                                   # and back: the dark-built figure turns light
+    figures = page.evaluate(FIGURES, ".jp-Notebook")
+    assert [f["bg"] for f in figures] == [1, 1] and min(f["text"] for f in figures) >= 3, figures

@@ -1,4 +1,5 @@
-"""Light and dark figures. Plotly does not follow JupyterLab's theme, so the learner picks one.
+"""Light and dark figures: the template a figure is built in, and the page style that repaints it when JupyterLab's
+theme changes (``page_style``).
 
 ``set_theme("dark")`` changes the template of every figure built afterwards *and* of every live
 explorer or dashboard figure already on screen. Until it is called, figures follow ``RLNB_THEME`` or the theme
@@ -13,6 +14,8 @@ import weakref
 from pathlib import Path
 
 import plotly.graph_objects as go
+
+from rlnb.viz.figures import page_style
 
 TEMPLATES = {"light": "plotly_white", "dark": "plotly_dark"}
 
@@ -146,7 +149,9 @@ def template() -> str:
 def themed(fig: go.Figure) -> go.Figure:
     """Apply the current theme (and rlnb's compact margins, where the figure set none) to ``fig``, in place;
     returns it. A second y axis drawn over the first gets its own round ticks and no grid (plotly would sync its
-    ticks to the first axis's grid: 0.221, 0.442, ...)."""
+    ticks to the first axis's grid: 0.221, 0.442, ...). In a notebook the cell also gets the style sheet that
+    repaints the figure when JupyterLab's theme changes (``page_style``)."""
+    page_style.show_once_per_cell()
     m = fig.layout.margin
     fig.update_layout(template=template(), margin={k: v if v is not None else d for k, v, d in (
         ("l", m.l, 50), ("r", m.r, 20), ("t", m.t, 60), ("b", m.b, 40))})
