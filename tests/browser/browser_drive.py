@@ -117,41 +117,35 @@ def shutdown_kernel(page) -> None:
 
 # --- one widget on the page -----------------------------------------------------------------------------
 
-# marks the first explorer (a VBox with an rlnb readout) whose bold head is `title`, or else the first box
-# whose readout starts with `title` (the dashboard: "step"), with data-rlnb-box=`tag`; false when none
-BOX = f"""([title, tag]) => {{ const boxes = [...{PANEL}.content.node.querySelectorAll('.widget-vbox')].filter(b =>
-    b.querySelector(':scope > .widget-html code.rlnb-readout'));
-  const head = (b) => b.querySelector(':scope > .widget-html b');
-  const ro = (b) => b.querySelector(':scope > .widget-html code.rlnb-readout').textContent.trim();
-  const box = boxes.find(b => head(b) && head(b).textContent.trim() === title)
-           || boxes.find(b => !head(b) && ro(b).startsWith(title));
+# marks the first rlnb widget of kind `hook` (its class rlnb-<hook>, rlnb.viz.hooks) with data-rlnb-box=`tag`;
+# false when none. Never by wording: a better title or label must not break the test.
+BOX = f"""([hook, tag]) => {{ const box = {PANEL}.content.node.querySelector(`.rlnb-widget.rlnb-${{hook}}`);
   if (box) box.setAttribute('data-rlnb-box', tag);
   return !!box; }}"""
 
-# marks the slider labelled exactly `name` inside the marked box with data-rlnb-slider=`tag`
+# marks the control of knob `name` (class rlnb-knob-<name>) inside the marked box with data-rlnb-slider=`tag`
 SLIDER = """([boxTag, name, tag]) => { const box = document.querySelector(`[data-rlnb-box="${boxTag}"]`);
-  const s = [...box.querySelectorAll('.widget-slider')].find(s =>
-    s.querySelector('.widget-label').textContent.trim() === name);
+  const s = box.querySelector(`.rlnb-knob-${name}`);
   if (s) s.setAttribute('data-rlnb-slider', tag);
   return !!s; }"""
 
 STATE = """(box) => { const plot = box.querySelector('.js-plotly-plot');
-  const ro = box.querySelector(':scope > .widget-html code.rlnb-readout');
+  const ro = box.querySelector('code.rlnb-readout');
   const layoutTitle = plot && plot.layout && plot.layout.title;
+  const knob = (s) => [...s.classList].find(c => c.startsWith('rlnb-knob-')).slice('rlnb-knob-'.length);
   return {readout: ro ? ro.textContent.trim() : '', exact: ro ? ro.dataset.rlnbValues || null : null,
           title: layoutTitle ? (typeof layoutTitle === 'string' ? layoutTitle : layoutTitle.text || '') : '',
           traces: plot && Array.isArray(plot.data) ? plot.data.map(t => ({name: t.name || '', meta: t.meta || '',
             x: t.x ? Array.from(t.x).slice(0, 2000) : [], y: t.y ? Array.from(t.y).slice(0, 2000) : []})) : [],
-          sliders: Object.fromEntries([...box.querySelectorAll('.widget-slider')].map(s =>
-            [s.querySelector('.widget-label').textContent.trim(),
-             (s.querySelector('.widget-readout') || {}).textContent]))}; }"""
+          sliders: Object.fromEntries([...box.querySelectorAll('.rlnb-knob.widget-slider')].map(s =>
+            [knob(s), (s.querySelector('.widget-readout') || {}).textContent]))}; }"""
 
 
-def widget_box(page, title: str):
-    """The locator of the explorer whose bold head is ``title`` (e.g. "Clip explorer"), or of the first
-    head-less box whose readout starts with ``title`` (the dashboard: "step"); None when there is none."""
-    tag = "box-" + "".join(ch if ch.isalnum() else "-" for ch in title)
-    return page.locator(f'[data-rlnb-box="{tag}"]') if page.evaluate(BOX, [title, tag]) else None
+def widget_box(page, hook: str):
+    """The locator of the first rlnb widget of kind ``hook`` (``clip-explorer``, ``token-x-ray``, ``dashboard``,
+    ``lab``: its class name in kebab case, rlnb.viz.hooks); None when there is none."""
+    tag = "box-" + hook
+    return page.locator(f'[data-rlnb-box="{tag}"]') if page.evaluate(BOX, [hook, tag]) else None
 
 
 def box_state(box) -> dict:
@@ -163,10 +157,10 @@ def box_state(box) -> dict:
 
 
 def press_slider(box, name: str, keys: list[str]) -> None:
-    """Focus the handle of the slider labelled ``name`` in ``box`` and press ``keys``, as a keyboard user."""
+    """Focus the handle of the slider of knob ``name`` in ``box`` and press ``keys``, as a keyboard user."""
     tag = "slider-" + "".join(ch if ch.isalnum() else "-" for ch in name)
     if not box.page.evaluate(SLIDER, [box.get_attribute("data-rlnb-box"), name, tag]):
-        raise LookupError(f"no slider labelled {name!r} in the widget; sliders: {list(box_state(box)['sliders'])}")
+        raise LookupError(f"no slider of knob {name!r} in the widget; sliders: {list(box_state(box)['sliders'])}")
     handle = box.page.locator(f'[data-rlnb-slider="{tag}"] .noUi-handle').first
     handle.scroll_into_view_if_needed()
     handle.focus()

@@ -23,9 +23,10 @@ ARROWS = ("ArrowRight", "ArrowRight", "ArrowRight", "ArrowLeft")  # net +2 steps
 
 @dataclass(frozen=True)
 class Drive:
-    """Move slider ``slider`` of widget ``widget`` (an explorer's title) with ``keys``. ``observe(state)``
-    reads what the widget shows (``state``: ``readout``, ``values`` (an explorer's exact numbers by key, else the parsed readout), ``title`` and
-    ``traces`` of its figure, ``sliders``: name -> displayed value); it must change, and equal
+    """Move the slider of knob ``slider`` of the widget of kind ``widget`` (rlnb.viz.hooks: ``clip-explorer``) with
+    ``keys``. ``observe(state)`` reads what the widget shows (``state``: ``readout``, ``values`` (its exact numbers by
+    key, else the parsed readout), ``title`` and ``traces`` of its figure, ``sliders``: knob -> displayed value); it
+    must change, and equal
     ``expected(state, probe)`` (numbers within ``tol``)."""
 
     widget: str
@@ -39,21 +40,21 @@ class Drive:
 
 @dataclass(frozen=True)
 class Training:
-    """Append ``code`` (a long training run), watch the dashboard (readout starting with ``dashboard``)
+    """Append ``code`` (a long training run), watch the dashboard (the rlnb widget of kind ``dashboard``)
     gain ``min_new_points`` points on trace ``trace`` while the cell runs, interrupt the kernel, expect the
     clean-stop message and no traceback, then append ``after`` and expect its output to match."""
 
     code: str
     after: str
     after_expect: str  # a format string of the step count the interrupt left, e.g. "after: {step}"
-    dashboard: str = "step"
+    dashboard: str = "dashboard"
     trace: str = "reward"
     min_new_points: int = 2
 
 
 @dataclass(frozen=True)
 class Expect:
-    main: str | None            # widget to screenshot (explorer title or readout prefix); None: first figure
+    main: str | None            # widget to screenshot (its kind, rlnb.viz.hooks); None: first figure
     min_sliders: int = 0
     min_plots: int = 0
     drive: Drive | None = None
@@ -109,7 +110,7 @@ def demo_high_clip_share(eps_high: float) -> float:
 
 
 CLIP_EPS_HIGH = Drive(
-    widget="Clip explorer", slider="eps_high",
+    widget="clip-explorer", slider="eps_high",
     observe=lambda s: (s["values"]["clip_ratio/high_mean"], max(trace(s, "objective A>0")["y"])),
     # for A > 0 the clipped objective min(rho A, clip(rho) A) plateaus at (1 + eps_high) A
     expected=lambda s, probe: (demo_high_clip_share(slider(s, "eps_high")),
@@ -124,7 +125,7 @@ _r = trainer.records[-1]; _G = _r.batch.group_size
 print(_j.dumps([f"{{_r.batch.prompts[{g} * _G]}} -> {{_r.batch.answers[{g} * _G]}}", float(_r.batch.adv[{g} * _G])]))"""
 
 XRAY_GROUP = Drive(
-    widget="Token X-ray", slider="group",
+    widget="token-x-ray", slider="group",
     observe=lambda s: (s["title"].split(": ", 1)[-1], s["values"]["A_0"]),
     expected=lambda s, probe: tuple(json.loads(probe(XRAY_PROBE.format(g=int(slider(s, "group")))))),
     what="the group's prompt -> answer in the figure title and its first advantage A_0 (trainer.records[-1])")
@@ -132,7 +133,7 @@ XRAY_GROUP = Drive(
 # --- 01: the entropy view -----------------------------------------------------------------------------------
 
 ENTROPY_TARGET = Drive(
-    widget="Entropy view", slider="target",
+    widget="entropy-view", slider="target",
     observe=lambda s: (sorted(set(trace(s, "target")["y"])), s["values"]["steps below target"]),
     expected=lambda s, probe: ([slider(s, "target")], float(probe(
         f"print(sum(h['entropy'] < {slider(s, 'target')!r} for h in trainer.history))"))),
@@ -148,11 +149,11 @@ def advantage_noise_probe(rewards_expr: str) -> str:
             "print(float(rlnb.algos.ADVANTAGES['grpo'](_n, len(_r))[0]))")
 
 
-REWARDS_NOISE = readout_probe("Advantage explorer", "sigma_sample", "A_0",
+REWARDS_NOISE = readout_probe("advantage-explorer", "sigma_sample", "A_0",
                               advantage_noise_probe("[1, 0, 0, 0, 0, 0, 0, 0]").format(shared=0.3),
                               "GRPO's A_0 for rewards (1, 0, ..., 0) + shared 0.3 and per-sample noise")
 ADVANTAGES_NOISE = readout_probe(
-    "Advantage explorer", "sigma_sample", "A_0",
+    "advantage-explorer", "sigma_sample", "A_0",
     advantage_noise_probe("batch.rewards[live[0] * batch.group_size:(live[0] + 1) * batch.group_size]").format(shared=0.0),
     "GRPO's A_0 for the notebook's real group plus per-sample noise")
 
@@ -162,7 +163,7 @@ CLIP_REAL_PROBE = ("_m = mb.mask.bool(); "
                    "print(int(((mb.adv[:, None] > 0) & _m & (st.ratio > 1 + {value})).sum()) / int(_m.sum()))")
 
 CLIP_REAL_EPS_HIGH = Drive(
-    widget="Clip explorer", slider="eps_high",
+    widget="clip-explorer", slider="eps_high",
     observe=lambda s: (s["values"]["clip_ratio/high_mean"], max(trace(s, "objective A>0")["y"])),
     expected=lambda s, probe: (float(probe(CLIP_REAL_PROBE.format(value=slider(s, "eps_high")))),
                                (1 + slider(s, "eps_high")) * slider(s, "A")),
@@ -174,7 +175,7 @@ _r = qwen.records[-1]; _G = _r.batch.group_size
 print(_j.dumps([f"Step {{_r.metrics['step']}}, group {g}", float(_r.batch.adv[{g} * _G])]))"""
 
 QWEN_XRAY_GROUP = Drive(
-    widget="Token X-ray", slider="group",
+    widget="token-x-ray", slider="group",
     observe=lambda s: (s["title"].split(":", 1)[0], s["values"]["A_0"]),  # GSM8K prompts hold newlines: no prompt
     expected=lambda s, probe: tuple(json.loads(probe(QWEN_XRAY_PROBE.format(g=int(slider(s, "group")))))),
     what="'Step n, group g' in the figure title and the group's first advantage A_0 (qwen.records[-1])")
@@ -187,7 +188,7 @@ GAE_PROBE = ("from rlnb.algos import gae as _g; from rlnb.studies.critic import 
              "whiten_advantages=False); print(_s(_a, _m))")
 
 GAE_LAMBDA = Drive(
-    widget="GAE explorer", slider="lam", keys=("ArrowLeft", "ArrowLeft", "ArrowLeft", "ArrowRight"),  # starts at 1
+    widget="gae-explorer", slider="lam", keys=("ArrowLeft", "ArrowLeft", "ArrowLeft", "ArrowRight"),  # starts at 1
     observe=lambda s: s["values"]["spread"],
     expected=lambda s, probe: float(probe(GAE_PROBE.format(gamma=slider(s, "gamma"), value=slider(s, "lam")))),
     what="the spread of the shown rows' GAE advantages at the displayed lambda, from rlnb.algos.gae on the notebook's "
@@ -207,7 +208,7 @@ def credit_expected(s: dict, probe) -> tuple:
 
 
 CREDIT_ROW = Drive(
-    widget="Credit per token", slider="completion",  # the title starts with the picked prompt + completion
+    widget="credit-view", slider="completion",  # the title starts with the picked prompt + completion
     observe=lambda s: (s["title"].split("  (")[0], s["values"]["reward"], s["values"]["V(prompt)"],
                        s["values"]["sum of A_t"]),
     expected=credit_expected,
@@ -223,28 +224,28 @@ def gaussian_kl_by_hand(s: dict) -> float:
 
 
 KL_PI_MEAN = Drive(
-    widget="KL explorer", slider="pi_mean", observe=lambda s: s["values"]["KL"],
+    widget="kl-explorer", slider="pi_mean", observe=lambda s: s["values"]["KL"],
     expected=lambda s, probe: gaussian_kl_by_hand(s),
     what="the exact KL(pi || pi_ref) of the two Gaussians, by its closed form")
 
 # seq-mean-token-mean on a hand-made group of G rows: a token's weight is 1 / (G |o_i|), so a wrong token weighs
 # len_right / len_wrong of a right one
 AGG_LEN_WRONG = Drive(
-    widget="Aggregation explorer (length bias)", slider="len_wrong",
+    widget="aggregation-explorer", slider="len_wrong",
     observe=lambda s: (s["values"]["wrong/right"], s["values"]["weight wrong"]),
     expected=lambda s, probe: (slider(s, "len_right") / slider(s, "len_wrong"),
                                1 / (slider(s, "G") * slider(s, "len_wrong"))),
     what="seq-mean-token-mean's per-token weight ratio len_right / len_wrong and a wrong token's weight 1 / (G |o|)")
 
 MAXRL_P = readout_probe(
-    "Advantage explorer", "p", "mean A right",
+    "advantage-explorer", "p", "mean A right",
     "from rlnb.viz.figures import compute as _c; _a, _r = _c.advantage_samples(rlnb.algos.ADVANTAGES['maxrl'], {{}}, G=8, "
     "p={value}, sigma_shared=0.0, sigma_sample=0.0); print(float(_a[_r].mean()))",
     "MaxRL's mean advantage of a right completion over the simulated groups, from the library")
 
 # 16: the capstone's own recipe (RLOO's advantage), same probe as MAXRL_P
 CAPSTONE_P = readout_probe(
-    "Advantage explorer", "p", "mean A right",
+    "advantage-explorer", "p", "mean A right",
     "from rlnb.viz.figures import compute as _c; _a, _r = _c.advantage_samples(rlnb.algos.ADVANTAGES[mine.advantage], {{}}, G=8, "
     "p={value}, sigma_shared=0.0, sigma_sample=0.0); print(float(_a[_r].mean()))",
     "the capstone recipe's mean advantage of a right completion over the simulated groups, from the library")
@@ -255,31 +256,31 @@ START_HERE_TRAINING = Training(code="dash.run(trainer, 400)",
 
 EXPECT: dict[str, Expect] = {
     # fixtures (tests/browser/fixtures), always run
-    "widgets.ipynb": Expect(main="Clip explorer", min_sliders=5, min_plots=2, drive=CLIP_EPS_HIGH,
+    "widgets.ipynb": Expect(main="clip-explorer", min_sliders=5, min_plots=2, drive=CLIP_EPS_HIGH,
                             training=Training(code="dash.run(trainer, 400, progress=False)",
                                               after="print('after:', trainer.step_count)",
                                               after_expect="after: {step}"), timeout_s=120),
     # the curriculum (notebooks/)
-    "00_start_here.ipynb": Expect(main="step", min_sliders=2, min_plots=2, drive=XRAY_GROUP,
+    "00_start_here.ipynb": Expect(main="dashboard", min_sliders=2, min_plots=2, drive=XRAY_GROUP,
                                   training=START_HERE_TRAINING),
-    "01_sampling_and_groups.ipynb": Expect(main="Entropy view", min_sliders=1, min_plots=3, drive=ENTROPY_TARGET),
-    "02_rewards.ipynb": Expect(main="Advantage explorer", min_sliders=5, min_plots=2, drive=REWARDS_NOISE),
-    "03_advantages.ipynb": Expect(main="Advantage explorer", min_sliders=5, min_plots=3, drive=ADVANTAGES_NOISE),
-    "04_ppo_critic_and_gae.ipynb": Expect(main="GAE explorer", min_sliders=2, min_plots=3, drive=GAE_LAMBDA),
-    "05_ratio_and_clipping.ipynb": Expect(main="Clip explorer", min_sliders=5, min_plots=3, drive=CLIP_REAL_EPS_HIGH),
-    "06_kl_and_entropy.ipynb": Expect(main="KL explorer", min_sliders=7, min_plots=4, drive=KL_PI_MEAN),
-    "07_reward_hacking_and_kl.ipynb": Expect(main="KL explorer", min_sliders=6, min_plots=3, drive=KL_PI_MEAN),
-    "08_aggregation_and_length_bias.ipynb": Expect(main="Aggregation explorer (length bias)", min_sliders=4,
+    "01_sampling_and_groups.ipynb": Expect(main="entropy-view", min_sliders=1, min_plots=3, drive=ENTROPY_TARGET),
+    "02_rewards.ipynb": Expect(main="advantage-explorer", min_sliders=5, min_plots=2, drive=REWARDS_NOISE),
+    "03_advantages.ipynb": Expect(main="advantage-explorer", min_sliders=5, min_plots=3, drive=ADVANTAGES_NOISE),
+    "04_ppo_critic_and_gae.ipynb": Expect(main="gae-explorer", min_sliders=2, min_plots=3, drive=GAE_LAMBDA),
+    "05_ratio_and_clipping.ipynb": Expect(main="clip-explorer", min_sliders=5, min_plots=3, drive=CLIP_REAL_EPS_HIGH),
+    "06_kl_and_entropy.ipynb": Expect(main="kl-explorer", min_sliders=7, min_plots=4, drive=KL_PI_MEAN),
+    "07_reward_hacking_and_kl.ipynb": Expect(main="kl-explorer", min_sliders=6, min_plots=3, drive=KL_PI_MEAN),
+    "08_aggregation_and_length_bias.ipynb": Expect(main="aggregation-explorer", min_sliders=4,
                                                    min_plots=2, drive=AGG_LEN_WRONG),
-    "09_credit_assignment.ipynb": Expect(main="Credit per token", min_sliders=1, min_plots=1, drive=CREDIT_ROW),
-    "10_dapo.ipynb": Expect(main="Clip explorer", min_sliders=4, min_plots=2, drive=CLIP_EPS_HIGH),
-    "11_instability.ipynb": Expect(main="Clip explorer", min_sliders=4, min_plots=2, drive=CLIP_REAL_EPS_HIGH),
-    "12_zoo_race.ipynb": Expect(main="Advantage explorer", min_sliders=4, min_plots=3, drive=MAXRL_P),
-    "13_the_lab.ipynb": Expect(main="The lab", min_sliders=7, min_plots=2, lab=True,
+    "09_credit_assignment.ipynb": Expect(main="credit-view", min_sliders=1, min_plots=1, drive=CREDIT_ROW),
+    "10_dapo.ipynb": Expect(main="clip-explorer", min_sliders=4, min_plots=2, drive=CLIP_EPS_HIGH),
+    "11_instability.ipynb": Expect(main="clip-explorer", min_sliders=4, min_plots=2, drive=CLIP_REAL_EPS_HIGH),
+    "12_zoo_race.ipynb": Expect(main="advantage-explorer", min_sliders=4, min_plots=3, drive=MAXRL_P),
+    "13_the_lab.ipynb": Expect(main="lab", min_sliders=7, min_plots=2, lab=True,
                                no_drive="the lab's check drives it instead: Play, beta moved while it trains, "
                                "another cell run meanwhile, Pause"),
     "14_kernels.ipynb": Expect(main=None, min_plots=1, no_drive="no widget: the kernel lesson's numbers are code "
                                "cells (parity, memory); its one figure is static"),
-    "15_your_own_model.ipynb": Expect(main="Token X-ray", min_sliders=2, min_plots=2, drive=QWEN_XRAY_GROUP),
-    "16_capstone.ipynb": Expect(main="Advantage explorer", min_sliders=4, min_plots=2, drive=CAPSTONE_P),
+    "15_your_own_model.ipynb": Expect(main="token-x-ray", min_sliders=2, min_plots=2, drive=QWEN_XRAY_GROUP),
+    "16_capstone.ipynb": Expect(main="advantage-explorer", min_sliders=4, min_plots=2, drive=CAPSTONE_P),
 }

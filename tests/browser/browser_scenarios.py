@@ -31,7 +31,7 @@ def check_drive(page, d: Drive, log: list[str]) -> list[str]:
     """Move ``d.slider`` with the keyboard; what the widget shows must change and match the oracle."""
     box = widget_box(page, d.widget)
     if box is None:
-        return [f"no widget {d.widget!r} on the page (an explorer shows its title in bold above its sliders)"]
+        return [f"no widget of kind {d.widget!r} on the page (its box has the class rlnb-{d.widget})"]
     before = box_state(box)
     try:
         seen_before = d.observe(before)
@@ -82,7 +82,7 @@ def check_training(page, t: Training, log: list[str], *, timeout_s: float = 90) 
     """Start a long run, see the dashboard gain points while it runs, interrupt, expect a clean stop."""
     dash = widget_box(page, t.dashboard)
     if dash is None:
-        return [f"no dashboard (a box whose readout starts with {t.dashboard!r}) on the page"]
+        return [f"no dashboard (an rlnb widget of kind {t.dashboard!r}) on the page"]
 
     def points() -> int:
         return len(trace(box_state(dash), t.trace)["x"])
@@ -112,7 +112,7 @@ def check_training(page, t: Training, log: list[str], *, timeout_s: float = 90) 
         return found + [f"no clean-stop message after the interrupt; the cell printed {out[-300:]!r}"]
     step = int(m.group(1))
     try:
-        wait_for(lambda: points() == step and box_state(dash)["readout"].startswith(f"{t.dashboard} {step} "),
+        wait_for(lambda: points() == step and box_state(dash)["values"].get("step") == step,
                  timeout_s=15, what=f"the dashboard to show step {step}")
     except TimeoutError:
         found.append(f"after the interrupt the trainer stopped after step {step}, but the dashboard shows "

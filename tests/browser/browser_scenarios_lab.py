@@ -40,9 +40,9 @@ def shoot(page, box, shots, log: list[str]) -> None:
 
 
 def check_lab(page, log: list[str], *, timeout_s: float = 120, shots=None) -> list[str]:
-    box = widget_box(page, "The lab")
+    box = widget_box(page, "lab")
     if box is None:
-        return ["no lab on the page (a box headed 'The lab' with a status readout)"]
+        return ["no lab on the page (an rlnb widget of kind 'lab')"]
     start, state, _ = status(box)
     box.locator("button", has_text="Play").first.click()
     try:

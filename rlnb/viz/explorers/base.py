@@ -9,9 +9,7 @@ fills every function that takes it; only the current function's controls are sho
 from __future__ import annotations
 
 import contextlib
-import html
 import inspect
-import json
 import math
 from collections.abc import Callable, Iterable
 
@@ -22,6 +20,7 @@ from rlnb.core.knobs import UNSET
 from rlnb.recipe import Recipe
 from rlnb.viz.backend import LiveFigure
 from rlnb.viz.figures.theme import METRIC_LABELS, metric_label
+from rlnb.viz.hooks import mark_box, mark_control, values_attr
 
 STYLE = {"description_width": "initial"}
 
@@ -100,7 +99,9 @@ def knob_control(name: str, value) -> widgets.Widget:
         import rlnb.algos as algos
 
         return dropdown(name, sorted(getattr(algos, k.choices)), value, doc_of(name))
-    return _slider(name, value, _kind(name, value))
+    w = _slider(name, value, _kind(name, value))
+    mark_control(w, name)
+    return w
 
 
 def fit_step(w: widgets.Widget, value) -> None:
@@ -171,7 +172,9 @@ def set_hypers(fn: Callable, controls: dict, managed: Iterable[str], *, skip: It
 def dropdown(name: str, options: list[str], value: str, tip: str) -> widgets.Dropdown:
     if value not in options:
         raise ValueError(f"{name}: expected one of {options}, got {value!r}")
-    return widgets.Dropdown(options=options, value=value, description=name, tooltip=tip, style=STYLE)
+    w = widgets.Dropdown(options=options, value=value, description=name, tooltip=tip, style=STYLE)
+    mark_control(w, name)
+    return w
 
 
 class Explorer:
@@ -197,6 +200,7 @@ class Explorer:
         self.fig = self.live.fig
         self._show_readout()
         for name, w in controls.items():
+            mark_control(w, name)   # found by its parameter name (rlnb.viz.hooks), whatever its label says
             w.observe((handlers or {}).get(name, self._on_change), names="value")
         self._widget = None
 
@@ -232,10 +236,7 @@ class Explorer:
         """The key numbers as a learner reads them (labels, 3 significant digits); the exact values ride along
         in ``data-rlnb-values`` (JSON, by key), where tests read them whatever the wording."""
         parts = [f"{_label(k)} = {v:.3g}" if isinstance(v, float) else f"{_label(k)} = {v}" for k, v in self.values.items()]
-        exact = html.escape(json.dumps({k: float(v) if math.isfinite(v) else None  # NaN is not JSON
-                                        for k, v in self.values.items() if isinstance(v, (int, float))}))
-        self.readout.value = (f"<code class='rlnb-readout' data-rlnb-values='{exact}'>" + " · ".join(parts)
-                              + "</code>")
+        self.readout.value = f"<code class='rlnb-readout' {values_attr(self.values)}>" + " · ".join(parts) + "</code>"
 
     def _figure(self):
         raise NotImplementedError
@@ -247,6 +248,7 @@ class Explorer:
             box = widgets.HBox(list(self.controls.values()), layout=widgets.Layout(flex_flow="row wrap"))
             head = widgets.HTML(f"<b>{self.title}</b>")
             self._widget = widgets.VBox([head, box, self.readout, self.live.view])
+            mark_box(self._widget, self)
         return self._widget
 
     def _repr_mimebundle_(self, **kwargs):

@@ -19,6 +19,7 @@ import ipywidgets as widgets
 from rlnb.viz.backend import LiveFigure, _shell
 from rlnb.viz.figures.theme import metric_label
 from rlnb.viz.figures.train import dashboard_figure
+from rlnb.viz.hooks import mark_box, values_attr
 
 EVAL = "eval/pass@1"  # greedy pass@1 on held-out prompts, every ``eval_every`` steps
 
@@ -160,8 +161,9 @@ class Dashboard:
         hist = self.trainer.history if self.trainer is not None else []
         last = hist[-1] if hist else {}
         fmt = lambda k: f"{last[k]:.3f}" if isinstance(last.get(k), (int, float)) else "-"  # noqa: E731
-        self.status.value = (f"<code class='rlnb-readout'>step {last.get('step', 0)} · reward {fmt('reward')} · "
-                             f"accuracy {fmt('accuracy')} · entropy {fmt('entropy')}</code>")
+        shown = {"step": last.get("step", 0), **{k: last[k] for k in ("reward", "accuracy", "entropy") if k in last}}
+        self.status.value = (f"<code class='rlnb-readout' {values_attr(shown)}>step {shown['step']} · "
+                             f"reward {fmt('reward')} · accuracy {fmt('accuracy')} · entropy {fmt('entropy')}</code>")
         self.hparams.value = hyperparameters_html(self.trainer)
         return dashboard_figure(series=self.series(), panels=self.panels,
                                 title=f"Training: {len(hist)} steps")
@@ -171,6 +173,7 @@ class Dashboard:
     def widget(self) -> widgets.VBox:
         if self._widget is None:
             self._widget = widgets.VBox([self.status, self.hparams, self.live.view])
+            mark_box(self._widget, self)
         return self._widget
 
     def _repr_mimebundle_(self, **kwargs):

@@ -24,6 +24,7 @@ from rlnb.recipe import Recipe
 from rlnb.run.lab_driver import LabLoop, measure_kl
 from rlnb.viz.explorers.base import STYLE, dropdown, knob_control
 from rlnb.viz.explorers.tokens import TokenXRay
+from rlnb.viz.hooks import mark_box
 from rlnb.viz.live.dashboard import Dashboard
 from rlnb.viz.live.scenarios import SCENARIOS, describe
 
@@ -298,6 +299,7 @@ class Lab:
                 row([self.scenario, self.buttons["Set up"]]), self.scenario_text, self.stage_view,
                 self.dashboard.widget, self.xray_box])
             self._widget._lab_loop = self.loop
+            mark_box(self._widget, self)
         return self._widget
 
     def _repr_mimebundle_(self, **kwargs):
