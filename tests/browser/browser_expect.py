@@ -203,12 +203,12 @@ print(_j.dumps([batch.prompts[_r] + batch.completions[_r], float(batch.rewards[_
 
 
 def credit_expected(s: dict, probe) -> tuple:
-    text, reward, v0 = json.loads(probe(CREDIT_PROBE.format(row=int(slider(s, "completion")))))
+    text, reward, v0 = json.loads(probe(CREDIT_PROBE.format(row=int(slider(s, "row")))))
     return text, reward, v0, reward - v0  # per-token credit telescopes: sum_t A_t = reward - V(prompt)
 
 
 CREDIT_ROW = Drive(
-    widget="credit-view", slider="completion",  # the title starts with the picked prompt + completion
+    widget="credit-view", slider="row",  # the title starts with the picked prompt + completion
     observe=lambda s: (s["title"].split("  (")[0], s["values"]["reward"], s["values"]["V(prompt)"],
                        s["values"]["sum of A_t"]),
     expected=credit_expected,
