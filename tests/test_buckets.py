@@ -64,7 +64,7 @@ def test_bucketed_loss_tokens_and_gradients_equal_the_padded_reference(agg, crit
             assert (a is None) == (not critic) and (b is None) == (not critic)
             if a is None:
                 continue
-        torch.testing.assert_close(a[m], b[m], **tol, msg=lambda s: f"{name}: {s}")
+        torch.testing.assert_close(a[m], b[m], **tol, msg=lambda s, name=name: f"{name}: {s}")
         assert (a[~m] == 0).all() or name in ("ratio", "weight", "loss_per_token")  # the loss masks these
     assert len(a_grad) == len(b_grad) > 0
     scale = max(float(g.abs().max()) for g in b_grad)
