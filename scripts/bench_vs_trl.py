@@ -33,8 +33,8 @@ import torch  # noqa: E402
 
 import rlnb  # noqa: E402
 from rlnb.export import to_trl  # noqa: E402
-from rlnb.run.evaluate import evaluate  # noqa: E402
 from rlnb.models.buckets import padded_share  # noqa: E402
+from rlnb.run.evaluate import evaluate  # noqa: E402
 from rlnb.stages import sample as sample_mod  # noqa: E402
 
 
