@@ -113,7 +113,8 @@ def test_xray_figure_cells_text_and_clip_marks():
                       kl=None, weight=adv_ratio, low=low, high=high, row_labels=["r0", "r1"])
     assert names(fig) == ["A x ratio", "clipped low", "clipped high"]
     hm = fig.data[0]
-    assert [list(r) for r in hm.text] == [["4", "6", "<eos>"], ["4", "<eos>", ""]]
+    assert [list(r) for r in hm.text] == [["4", "6", "∎"], ["4", "∎", ""]]                  # what fits in a cell
+    assert [list(r) for r in hm.hovertext] == [["4", "6", "<eos>"], ["4", "<eos>", ""]]    # the whole token
     assert hm.z[1][2] is None and hm.z[1][1] == -1.2 and hm.zmid == 0      # None: a blank cell
     assert (list(fig.data[1].x), list(fig.data[1].y)) == ([1], [1])
     assert (list(fig.data[2].x), list(fig.data[2].y)) == ([1], [0])

@@ -107,7 +107,8 @@ def test_token_xray_colours_tokens_and_scrubs_steps(backend):
     assert np.allclose(z[m], expected[m], atol=1e-6) and np.isnan(z[~m]).all()
     hi = (b.stats.clipped_high[rows] & b.batch.mask[rows].bool()).nonzero()
     assert sorted(zip(x.fig.data[2].y, x.fig.data[2].x, strict=True)) == sorted(map(tuple, hi.tolist()))
-    assert list(x.fig.data[0].text[1][:5]) == list("1589") + ["<eos>"]
+    assert list(x.fig.data[0].text[1][:5]) == list("1589") + ["∎"]                 # the cell: a mark
+    assert list(x.fig.data[0].hovertext[1][:5]) == list("1589") + ["<eos>"]       # the hover: the token
     assert (x.controls["step"].min, x.controls["step"].max) == (a.metrics.get("step", 1), 7)   # trainer steps
     x.controls["step"].value = 6                                        # no record kept at 6: the one before it
     assert x.values["step"] == 1 and x.values["clipped high"] == int((a.stats.clipped_high[rows] & (a.batch.mask[rows] > 0)).sum())

@@ -96,6 +96,17 @@ def dashboard_figure(*, series: dict, panels: Sequence[tuple[str, Sequence[str]]
     return themed(fig)
 
 
+def cell_text(token: str) -> str:
+    """A token as it fits in an X-ray cell (hover shows it whole): a special token as a mark, a long one cut.
+
+    >>> cell_text("7"), cell_text("<eos>"), cell_text("<|im_end|>"), cell_text("Ġthe"), cell_text("Ġnumber")
+    ('7', '∎', '∎', 'Ġthe', 'Ġnu…')
+    """
+    if len(token) > 2 and token.startswith("<") and token.endswith(">"):
+        return "∎"                                       # end of sequence and other specials: one mark
+    return token if len(token) <= 4 else token[:3] + "…"
+
+
 def xray_figure(*, tokens: Sequence[Sequence[str]], adv_ratio, mask, ratio, entropy, kl, weight, low, high,
                 row_labels: Sequence[str], title: str = "Token X-ray") -> go.Figure:
     """A group's completions token by token, coloured by A x rho (blue pushed up, red pushed down),
@@ -107,14 +118,15 @@ def xray_figure(*, tokens: Sequence[Sequence[str]], adv_ratio, mask, ratio, entr
     z = masked(adv_ratio, mask)
     rows, T = z.shape
     text = [[(tokens[i][t] if t < len(tokens[i]) else "") for t in range(T)] for i in range(rows)]
+    shown = [[cell_text(s) for s in row] for row in text]
     kl = np.full(z.shape, np.nan) if kl is None else masked(kl, mask)
     custom = np.stack([masked(ratio, mask), masked(entropy, mask), kl, masked(weight, mask)], axis=-1)
     lim = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 1.0
     fig = go.Figure(go.Heatmap(
-        z=gaps(z), text=text, texttemplate="%{text}", textfont=dict(size=14),  # plotly would shrink it to fit
+        z=gaps(z), text=shown, hovertext=text, texttemplate="%{text}", textfont=dict(size=14),  # no shrink to fit
         customdata=gaps(custom), name="A x ratio", colorscale="RdBu",
         zmid=0, zmin=-lim, zmax=lim, xgap=2, ygap=2, colorbar=dict(title="A x rho"),
-        hovertemplate=("token '%{text}' (t=%{x})<br>A x rho %{z:.3f}<br>ratio %{customdata[0]:.3f}"
+        hovertemplate=("token '%{hovertext}' (t=%{x})<br>A x rho %{z:.3f}<br>ratio %{customdata[0]:.3f}"
                        "<br>entropy %{customdata[1]:.3f}<br>KL %{customdata[2]:.4f}"
                        "<br>weight %{customdata[3]:.3f}<extra>%{y}</extra>")))
     for name, flags, color in (("clipped low", low, COLORS["low"]), ("clipped high", high, COLORS["high"])):
@@ -123,6 +135,6 @@ def xray_figure(*, tokens: Sequence[Sequence[str]], adv_ratio, mask, ratio, entr
                         marker=dict(symbol="square-open", size=22, line_width=3, color=color))
     fig.update_yaxes(autorange="reversed", tickmode="array", tickvals=list(range(rows)), ticktext=list(row_labels),
                      title_text="completion")
-    fig.update_xaxes(title_text="token position t", dtick=1)
+    fig.update_xaxes(title_text="token position t   (∎ = end of sequence)", dtick=1)
     fig.update_layout(title=title, height=120 + 44 * rows, legend=dict(orientation="h", y=-0.25))
     return themed(fig)
