@@ -36,12 +36,12 @@ def entropy_figure(*, token_entropy, mask, row_labels: Sequence[str], steps, ent
 
     Traces: 0 ``token entropy``, 1 ``entropy``, 2 ``target``, 3 ``thermostat coef``.
     """
-    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.14, row_heights=[0.45, 0.55],
+    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.22, row_heights=[0.45, 0.55],  # room for t's title
                         specs=[[{}], [{"secondary_y": True}]],
                         subplot_titles=("per-token entropy of one batch (nats)", "entropy over training"))
     z = gaps(masked(token_entropy, mask))
     fig.add_heatmap(z=z, y=list(row_labels), colorscale="Viridis", name="token entropy", row=1, col=1,
-                    colorbar=dict(len=0.4, y=0.8), hovertemplate="%{y} t=%{x}: H=%{z:.3f}<extra></extra>")
+                    colorbar=dict(len=0.4, y=0.8, title="nats"), hovertemplate="%{y} t=%{x}: H=%{z:.3f}<extra></extra>")
     s = list(steps)
     fig.add_scatter(x=s, y=list(entropy), name="entropy", mode="lines", line_color=COLORS["pi"], row=2, col=1)
     ends = [s[0], s[-1]] if s else []
@@ -54,7 +54,7 @@ def entropy_figure(*, token_entropy, mask, row_labels: Sequence[str], steps, ent
     fig.update_yaxes(title_text="coef", secondary_y=True, row=2, col=1)
     fig.update_yaxes(title_text="entropy (nats per token)", secondary_y=False, row=2, col=1)
     fig.update_xaxes(title_text="step", row=2, col=1)
-    fig.update_layout(title=title, height=600, legend=dict(orientation="h", y=-0.12))
+    fig.update_layout(title=title, height=640, legend=dict(orientation="h", y=-0.12))
     return themed(fig)
 
 
