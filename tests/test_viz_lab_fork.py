@@ -164,3 +164,20 @@ def test_a_scenario_fix_runs_in_a_fork_against_the_untreated_run():
     with pytest.raises(ValueError, match="name"):
         lab.try_fix("no such")
     lab.close()
+
+
+def test_the_fork_button_while_playing_forks_at_a_step_boundary_and_plays_on():
+    t = tiny(prompts_per_step=2, num_generations=4, max_new_tokens=10)
+    lab = Lab(t, backend="static")
+    lab.play()
+    lab.wait(1)
+    lab.buttons["Fork"].click()
+    try:
+        assert lab.message.value == "" and lab.loop.fork_branch is not None and lab.loop.state == "playing"
+        since = lab.loop.fork_branch.since
+        lab.wait(since + 2)
+    finally:
+        lab.pause()
+    b = lab.loop.fork_branch
+    assert len(b.history) == t.step_count > since and no_timing(b.history) == no_timing(t.history)
+    lab.close()

@@ -40,6 +40,8 @@ class LabBranches:
         point = self.kept.get(step)  # an unkept step raises, naming the kept ones, before anything changes
         points.put(self.trainer, point)
         self.kept.drop_after(point.step)
+        if self.fork_branch is not None and self.fork_branch.since > point.step:
+            self.fork_branch = None  # a closed fork from a step that no longer happened: nothing to compare with
         self.changes = self.changes[:point.changes]
         with self._lock:
             self.pending = {}

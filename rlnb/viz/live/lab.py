@@ -91,8 +91,9 @@ class Lab(LabForks):
             w.observe(lambda ch, name=name: self._on_control(name, ch["new"]), names="value")
         self.buttons = {b: widgets.Button(description=b, layout=widgets.Layout(width="auto")) for b in BUTTONS}
         actions = {"Play": self.play, "Pause": lambda: self.pause(wait=False), "Step": self.step,
-                   "Step stage": self.step_stage, "Rewind": self._rewind_pressed, "Fork": self.fork,
-                   "Close fork": self.close_fork}
+                   "Step stage": self.step_stage, "Rewind": self._rewind_pressed,
+                   "Fork": lambda: self._between_steps(self.fork),
+                   "Close fork": lambda: self._between_steps(self.close_fork)}
         for b, fn in actions.items():
             self.buttons[b].on_click(lambda _, fn=fn: self._safely(fn))
         self.scenario = widgets.Dropdown(options=list(SCENARIOS), description="scenario", style=STYLE)

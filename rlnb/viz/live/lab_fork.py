@@ -41,6 +41,18 @@ class LabForks:
         self._refresh()
         return branch
 
+    def _between_steps(self, fn) -> None:
+        """A Fork or Close fork press: while playing, pause at the step boundary (at most one step's wait), do
+        ``fn``, play on."""
+        playing = self.loop.state == "playing"
+        if playing:
+            self.loop.pause(wait=True)
+        try:
+            fn()
+        finally:
+            if playing:
+                self.play()
+
     def close_fork(self):
         """Stop stepping the fork (paused); its curves stay drawn and ``compare()`` still reads it."""
         branch = self.loop.close_fork()
