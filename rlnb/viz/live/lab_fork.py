@@ -65,8 +65,9 @@ class LabForks:
         return fork_mod.cost(self.trainer)
 
     def compare(self, n: int = 64):
-        """A small table: one row per branch (labelled by what differs), the mean of the last ``LAST`` steps of
-        each metric in ``COMPARED`` and held-out greedy pass@1 on ``n`` prompts (evaluated now; paused only)."""
+        """A small table: one row per branch (labelled by what differs), the mean of the last ``LAST`` steps since
+        the fork of each metric in ``COMPARED`` and held-out greedy pass@1 on ``n`` prompts (evaluated now; paused
+        only)."""
         import pandas as pd
 
         if self.loop.fork_branch is None:
@@ -74,7 +75,7 @@ class LabForks:
         rows = {}
         for name, label, hist in zip(("main", "fork"), self.loop.labels(),
                                      (self.trainer.history, self.loop.fork_branch.history)):
-            tail = hist[-LAST:]
+            tail = hist[self.loop.fork_branch.since:][-LAST:] or hist[-1:]  # the steps the branches differ in
             row = {"last step": tail[-1]["step"] if tail else 0}
             row |= {metric_label(k): sum(h[k] for h in tail) / len(tail) for k in COMPARED if tail and k in tail[0]}
             row[metric_label("eval/pass@1")] = self.loop.in_branch(name, lambda t: t.evaluate(n)["pass@1"])
