@@ -72,6 +72,11 @@ class Branch:
     def history(self) -> list[dict]:
         return self.point.history
 
+    def __repr__(self) -> str:  # the point holds weights and random streams: pages of tensors
+        knobs = ", ".join(f"{k}={v!r}" for k, v in self.pending.items())
+        return (f"Branch(since={self.since}, step={self.point.step}, {'closed' if self.closed else 'open'}"
+                + (f", next step: {knobs}" if knobs else "") + ")")
+
     @property
     def recipe(self):
         return self.point.recipe

@@ -95,12 +95,13 @@ def check_lab(page, log: list[str], *, timeout_s: float = 120, shots=None) -> li
     return failures + check_fork(page, box, log, timeout_s=timeout_s, shots=shots)
 
 
-def two_curves(box) -> dict | None:
-    """The reward curve of each branch and their legend titles, once the fork's has 2+ points; else None."""
+def two_curves(box, since: int) -> dict | None:
+    """The reward curve of each branch and their legend titles, once the fork's reaches 2 steps past ``since`` (it
+    shares the steps before the fork with the main run); else None."""
     traces = box.evaluate(TRACES)
     main = next((t for t in traces if t["meta"] == "reward"), None)
     fork = next((t for t in traces if t["meta"] == "fork/reward"), None)
-    if main is None or fork is None or fork["n"] < 2:
+    if main is None or fork is None or fork["n"] < since + 2:
         return None
     titles = {t["group"]: t["title"] for t in traces if t["title"]}
     return {"main": titles.get("main", ""), "fork": titles.get("fork/", ""), "fork points": fork["n"]}
@@ -121,11 +122,13 @@ def check_fork(page, box, log: list[str], *, timeout_s: float, shots=None) -> li
         wait_for(lambda: "fork:" in status(box)[2], timeout_s=30, what="the status line to report the fork")
     except TimeoutError as err:
         return [f"after Fork: {err}; status {status(box)[2]!r}"]
+    since = status(box)[0]
     press_slider(box, "beta", ["ArrowRight", "ArrowRight"])  # "knobs for" is on the fork after Fork
     box.locator("button", has_text="Play").first.click()
     failures = []
     try:
-        curves = wait_for(lambda: two_curves(box), timeout_s=timeout_s, what="the fork's curves to draw")
+        curves = wait_for(lambda: two_curves(box, since), timeout_s=timeout_s,
+                          what="the fork's curves to draw 2 steps past the fork")
         if not (curves["main"] and "beta" in curves["fork"] and "from step" in curves["fork"]):
             failures.append(f"the two branches' legend groups are not labelled by what differs: {curves}")
     except TimeoutError as err:

@@ -88,7 +88,7 @@ def dashboard_figure(*, series: dict, panels: Sequence[tuple[str, Sequence[str]]
         group = dict(legendgroup=prefix or "main", legendgrouptitle_text=branches[side or 0]) if branches else {}
         for k, (_, names) in enumerate(panels):
             for j, name in enumerate(names):
-                if prefix and name not in data:
+                if prefix and not data.get(name, ((),))[0]:  # the fork draws what it has (no evaluations)
                     continue
                 x, y = data.get(name, ([], []))
                 y = [None if v is None or v != v else v for v in y]        # None leaves a gap; NaN is not JSON
