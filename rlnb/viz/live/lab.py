@@ -52,7 +52,9 @@ class Lab(LabForks):
     from another open Lab, stopping its thread; without it a second Lab on one trainer is refused).
 
     ``controls``: knob name -> widget (plus ``"recipe"``, a dropdown of ``rlnb.recipes``); moving one calls
-    ``set``. ``buttons``: label -> Button. ``status``: the one-line status. ``loop``: the engine.
+    ``set`` on the branch ``branch`` ("knobs for": main, or the fork once there is one) selects. ``buttons``:
+    label -> Button. ``rewind_to``: the kept steps. ``status``: the one-line status. ``loop``: the engine.
+    Fork, compare and rewind: ``LabForks``.
     """
 
     def __init__(self, trainer, *, knobs=KNOBS, backend: str | None = None, max_fps: float = 2.0,
