@@ -1,29 +1,36 @@
-"""Measure what each lab scenario shows on the toy, with and without its fix.
+"""Measure what each lab scenario shows on the toy, the way the lab runs it: set up the symptom, train
+``--warm`` steps, fork, apply the fix in the fork only, and race both branches ``--steps`` more steps.
 
-    nice -n 15 python scripts/measure_lab_scenarios.py [--steps 20]
+    nice -n 15 python scripts/measure_lab_scenarios.py [--warm 5 --steps 20]
 
 Writes docs/results/lab_scenarios.json: per scenario, the watched metric's mean over the first 3 and the
-last 5 steps, as set up and with the fix (same seed, same prompts).
+last 5 steps of the race, in the untreated main run ("symptom") and in the fork with the fix ("fix"): same
+seed, same prompts, same weights at the fork.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import time
 
 from rlnb import Trainer
-from rlnb.models import load_default
+from rlnb.run.lab_driver import LabLoop, measure_kl
 from rlnb.viz.live.scenarios import RESULTS, SCENARIOS
 
 
-def run(knobs: dict, steps: int, reference: bool, P: int, G: int) -> dict:
-    model, tok = load_default()
-    ref = copy.deepcopy(model).eval().requires_grad_(False) if reference else None
-    t = Trainer(model, tok, "add", "grpo", ref_model=ref, **{"prompts_per_step": P, "num_generations": G, **knobs})
-    t.run(steps, progress=False)
-    return t.history
+def race(setup: dict, fix: dict, warm: int, steps: int, P: int, G: int) -> tuple[list, list]:
+    """The histories of the main run and of the fork, from the fork step on."""
+    t = Trainer.tiny("grpo", **{"prompts_per_step": P, "num_generations": G, **setup})
+    measure_kl(t)  # KL to the start at every step, as in the lab
+    loop = LabLoop(t)
+    for _ in range(warm):
+        loop.step()
+    branch = loop.fork(**fix)
+    for _ in range(steps):
+        loop.step()
+    loop.close()
+    return t.history[warm:], branch.history[warm:]
 
 
 def summary(history, metric) -> dict:
@@ -34,6 +41,7 @@ def summary(history, metric) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--warm", type=int, default=5)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--P", type=int, default=8)
     ap.add_argument("--G", type=int, default=8)
@@ -41,11 +49,10 @@ def main() -> None:
     out = {}
     for name, s in SCENARIOS.items():
         t0 = time.time()
-        arms = {"symptom": s.setup, "fix": {**s.setup, **s.fix}}
-        out[name] = {"steps": args.steps, "P": args.P, "G": args.G, "metric": s.metric, "setup": s.setup,
-                     "fix_knobs": s.fix}
-        for arm, knobs in arms.items():
-            out[name][arm] = summary(run(knobs, args.steps, s.reference, args.P, args.G), s.metric)
+        out[name] = {"warm": args.warm, "steps": args.steps, "P": args.P, "G": args.G, "metric": s.metric,
+                     "setup": s.setup, "fix_knobs": s.fix}
+        main, fork = race(s.setup, s.fix, args.warm, args.steps, args.P, args.G)
+        out[name]["symptom"], out[name]["fix"] = summary(main, s.metric), summary(fork, s.metric)
         print(f"{name}: {s.metric} symptom {out[name]['symptom']['start']:.3f}->{out[name]['symptom']['end']:.3f}"
               f" fix {out[name]['fix']['start']:.3f}->{out[name]['fix']['end']:.3f} ({time.time() - t0:.0f} s)",
               flush=True)

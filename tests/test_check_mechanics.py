@@ -68,3 +68,14 @@ def test_online_logsumexp_and_final_number_name_the_mistake(capsys):
 
     assert not check.final_number(first_number, strict=False)
     assert "last number" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    (lambda mu, mb, off: mu > 1 or off, "mini-batches reuse the batch"),
+    (lambda mu, mb, off: mu > 1 or mb > 1, "another policy's log-probs"),
+    (lambda mu, mb, off: mu > 1, "any update happens before the batch is scored again"),
+])
+def test_clip_can_fire_accepts_an_independent_solution_and_names_the_mistake(wrong, hint, capsys):
+    assert check.clip_can_fire(lambda mu, mb, off: not (mu == 1 and mb == 1 and not off))
+    assert not check.clip_can_fire(wrong, strict=False)
+    assert hint in capsys.readouterr().out

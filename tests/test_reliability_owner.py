@@ -155,10 +155,10 @@ def test_a_lab_whose_constructor_raised_owns_nothing(monkeypatch):
 
 
 def test_a_lab_loop_whose_checkpoint_failed_owns_nothing(monkeypatch):
-    from rlnb.run import lab_driver
+    from rlnb.run import points
 
     t = small()
-    monkeypatch.setattr(lab_driver, "snapshot", lambda *a, **k: (_ for _ in ()).throw(MemoryError("no room")))
+    monkeypatch.setattr(points, "snapshot", lambda *a, **k: (_ for _ in ()).throw(MemoryError("no room")))
     with pytest.raises(MemoryError):
         LabLoop(t)
     monkeypatch.undo()

@@ -205,8 +205,11 @@ def test_widgets_on_a_trainer_record(trainer):
     x.refresh()                                                         # the slider reaches the new steps
     assert x.controls["step"].max == x.controls["step"].value == x.values["step"] == trainer.step_count  # its step
     b = trainer.records[-1].batch
-    n = int(b.mask[0].sum())
-    assert list(x.fig.data[0].text[0][:n]) == trainer.tokenizer.convert_ids_to_tokens(b.completion_ids[0, :n].tolist())
+    g = x.controls["group"].value
+    assert g == b.signal_group()                                        # it jumps to a group with signal
+    row = g * b.group_size
+    n = int(b.mask[row].sum())
+    assert list(x.fig.data[0].text[0][:n]) == trainer.tokenizer.convert_ids_to_tokens(b.completion_ids[row, :n].tolist())
 
     rec = with_signal()[-1]
     b, st = rec.batch, rec.stats

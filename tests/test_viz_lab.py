@@ -81,7 +81,7 @@ try:
     print("no interrupt")
 except KeyboardInterrupt:
     ok = loop.state == "paused" and not loop._thread.is_alive()
-    ok = ok and len(t.history) == t.step_count == len(t.records) and loop.checkpoint["steps"] == t.step_count
+    ok = ok and len(t.history) == t.step_count == len(t.records) and loop.kept.steps()[-1] == t.step_count
     print("consistent" if ok else f"inconsistent: {loop.state} {t.step_count} {len(t.history)} {len(t.records)}")
 loop.close()
 """
@@ -152,20 +152,22 @@ def test_rewind_is_bit_exact():
     loop = LabLoop(t, knobs=KNOBS)
     loop.play(steps=2)
     loop._thread.join(120)
-    assert t.step_count == 2 and loop.checkpoint["steps"] == 2  # kept where playing stopped
+    assert t.step_count == 2 and loop.kept.steps() == [0, 2]  # kept where playing stopped
     loop.set("lr", 3e-4)
     for _ in range(3):
         loop.step()
     first = no_timing(t.history[2:])
     w_first = {k: v.clone() for k, v in t.model.state_dict().items()}
-    assert loop.rewind() == 2 and len(t.history) == 2 and t.recipe.lr == 1e-4 and not loop.changes
+    assert loop.kept.steps() == [0, 2, 5]                       # every 5 steps; the change at 2 kept before it
+    assert loop.rewind(2) == 2 and len(t.history) == 2 and t.recipe.lr == 1e-4 and not loop.changes
+    assert loop.kept.steps() == [0, 2]                          # the abandoned future's points are dropped
     assert not all(torch.equal(w_first[k], v) for k, v in t.model.state_dict().items())
     loop.set("lr", 3e-4)
     for _ in range(3):
         loop.step()
     assert no_timing(t.history[2:]) == first and [h["hp/lr"] for h in first] == [3e-4] * 3
     assert all(torch.equal(w_first[k], v) for k, v in t.model.state_dict().items())
-    assert loop.rewind() == 2 and loop.keep() == 2  # a checkpoint can be rewound to twice
+    assert loop.rewind(2) == 2 and loop.keep() == 2  # a kept point can be rewound to twice
     loop.close()
 
 

@@ -49,3 +49,43 @@ def test_the_lab_disables_the_eps_controls_until_mu_or_mini_batches_can_move_the
         assert lab.controls["eps_low"].disabled
     finally:
         lab.close()
+
+
+def test_a_loss_that_reads_another_policys_logp_keeps_the_clip_ranges_enabled_at_mu_1(monkeypatch):
+    from types import SimpleNamespace
+
+    from rlnb.algos import resolve
+
+    def off_policy(logp, old_logp, adv, mask, rollout_logp=None, *, eps_low: float = 0.2):  # a stand-in entry
+        return logp
+    off_policy.extra_inputs = ("rollout_logp",)
+    monkeypatch.setitem(resolve.POLICY_LOSSES, "off_policy_stand_in", off_policy)
+    recipe = SimpleNamespace(num_iterations=1, num_mini_batches=1, loss="off_policy_stand_in")
+    assert resolve.ratio_can_leave_one(recipe)                      # the rollout's log-probs differ from the policy's
+    assert not resolve.ratio_can_leave_one(SimpleNamespace(num_iterations=1, num_mini_batches=1, loss="ppo_clip"))
+
+
+def test_raising_mu_while_the_lab_plays_makes_the_clip_fire_on_each_side_within_a_few_steps():
+    t = Trainer.tiny("grpo", seed=0, prompts_per_step=8)
+    lab = Lab(t, backend="static")
+    try:
+        metas = [tr.meta for tr in lab.dashboard.fig.data]
+        assert "clip_ratio/low_mean" in metas and "clip_ratio/high_mean" in metas  # each side its own curve
+        lab.play()
+        lab.wait(2)
+        lab.set("num_iterations", 4)                                    # while it plays: the next boundary
+        assert not lab.controls["eps_low"].disabled
+        lab.wait(t.step_count + 2)                                      # the change has applied by then
+        changed = lab.loop.changes[-1].step
+        lab.wait(changed + 3)
+        lab.pause()
+        before = [h for h in t.history if h["step"] < changed]
+        after = [h for h in t.history if h["step"] >= changed][:4]
+        assert all(h["clip_ratio/region_mean"] == 0.0 and h["hp/num_iterations"] == 1 for h in before)
+        assert all(h["hp/num_iterations"] == 4 for h in after)
+        assert max(h["clip_ratio/region_mean"] for h in after) > 0, [h["clip_ratio/region_mean"] for h in after]
+        low = max(h["clip_ratio/low_mean"] for h in after)
+        high = max(h["clip_ratio/high_mean"] for h in after)
+        assert low > 0 or high > 0, (low, high)
+    finally:
+        lab.close()

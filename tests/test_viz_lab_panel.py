@@ -77,7 +77,8 @@ def test_scenarios_set_up_their_knobs_and_quote_measured_numbers():
     with pytest.raises(ValueError, match="name: expected one of the scenarios"):
         lab.set_up("nope")
     text = describe("instability")
-    assert "Set up with lr = 0.001; then try lr = 0.0001" in text and "{" not in text   # prose, not a dict
+    assert "Set up with lr = 0.001 and play" in text and "the fork runs with lr = 0.0001" in text
+    assert "{" not in text                                                              # prose, not a dict
     lab.close()
 
 
@@ -136,3 +137,12 @@ def test_the_lab_measures_kl_to_the_start_whatever_beta_and_hands_the_reference_
     assert t.history[-1]["kl"] > 0 and t.recipe.beta == 0               # measured; beta = 0 keeps it out of the loss
     lab.close()
     assert t.ref_model is None                                          # what the lab added, it removes
+
+
+def test_a_level_symptom_shows_when_the_untreated_run_ends_on_its_wrong_side():
+    from rlnb.viz.live.scenarios import helped, shown
+
+    run = lambda end, fix: {"symptom": {"start": 0.9, "end": end}, "fix": {"start": 0.9, "end": fix}}  # noqa: E731
+    assert shown("no signal", run(0.8, 0.6)) and helped("no signal", run(0.8, 0.6))   # most groups without signal
+    assert not shown("no signal", run(0.3, 0.2))                                       # most groups had signal
+    assert not helped("no signal", run(0.8, 0.9))

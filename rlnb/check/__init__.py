@@ -276,7 +276,7 @@ def value_clip(fn, *, strict: bool = True) -> Verdict:
              (around_target, "clip V's move around the rollout's old value old_V, not around the target R"),
              (lambda v, o, R, e: 2 * _value_clip(v, o, R, e), "the loss has a factor 1/2 in front")]
     return _with_hints("value_clip", fn, _value_clip, cases, hints, strict)
-from rlnb.check.mechanics import clip_weight, k3_pull, per_token_weight  # noqa: E402,F401  (chapters 05, 06, 08)
+from rlnb.check.mechanics import clip_can_fire, clip_weight, k3_pull, per_token_weight  # noqa: E402,F401  (chapters 05, 06, 08, 13)
 
 
 def _mc_value(rewards, final, lengths):

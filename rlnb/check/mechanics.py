@@ -79,3 +79,24 @@ def per_token_weight(fn, *, strict: bool = True) -> Verdict:
              (lambda n, name, L: 1.0 / (len(n) * n.to(torch.float64)),
               "that is seq-mean-token-mean for every normaliser; token-mean and the constant L weigh every token the same")]
     return _with_hints("per_token_weight", fn, _per_token_weight, cases, hints, strict)
+
+
+def _clip_can_fire(mu, mini_batches, off_policy):
+    return mu > 1 or mini_batches > 1 or off_policy
+
+
+def clip_can_fire(fn, *, strict: bool = True) -> Verdict:
+    """``fn(mu, mini_batches, off_policy) -> bool``: whether the ratio can leave 1, so the clip can act: the batch
+    is reused (mu epochs over it, or several mini-batches, each after the previous one's update) or the loss
+    reads log-probs of another policy than the one it differentiates (``off_policy``) (notebook 13)."""
+    cases = [(mu, mb, off) for mu in (1, 2, 4) for mb in (1, 2) for off in (False, True)]
+    hints = [
+        (lambda mu, mb, off: mu > 1 or off,
+         "mini-batches reuse the batch too: the second mini-batch is scored by a policy the first one already moved"),
+        (lambda mu, mb, off: mu > 1 or mb > 1,
+         "a loss that reads another policy's log-probs (the rollout engine's, say) has a ratio != 1 even at mu = 1"),
+        (lambda mu, mb, off: mu > 1,
+         "the ratio leaves 1 as soon as any update happens before the batch is scored again: mu > 1, or several "
+         "mini-batches, or log-probs from another policy"),
+    ]
+    return _with_hints("clip_can_fire", fn, _clip_can_fire, cases, hints, strict)

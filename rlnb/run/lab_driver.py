@@ -17,43 +17,30 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from dataclasses import dataclass
 
-from rlnb.run import owner
-from rlnb.run.state import restore, snapshot
+from rlnb.run import owner, points
+from rlnb.run.fork import Change  # noqa: F401  (re-exported: the lab's change record)
+from rlnb.run.lab_branches import LabBranches
 
 STATES = ("paused", "playing", "stepping")
 STAGES = ("sample", "reward", "advantage", "update")
 _OWNERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # trainer -> the open loop driving it
 
 
-@dataclass(frozen=True)
-class Change:
-    """A knob moved by the lab: ``step`` is the first step that ran with ``new``."""
-
-    knob: str
-    old: object
-    new: object
-    step: int
-
-    def __str__(self) -> str:
-        return f"{self.knob} {self.old:g} -> {self.new:g} at step {self.step}" if all(
-            isinstance(v, (int, float)) for v in (self.old, self.new)) else \
-            f"{self.knob} {self.old} -> {self.new} at step {self.step}"
-
-
-class LabLoop:
+class LabLoop(LabBranches):
     """Drives ``trainer`` one step (or one stage) at a time, in a background thread when playing.
 
     ``play()`` returns at once; ``pause(wait=True)`` returns once the step in progress has committed
     (at most one more step runs); ``step()`` runs exactly one step in the caller's thread; ``step_stage()``
-    runs the next stage and returns ``(stage, batch)``; ``rewind()`` restores ``checkpoint``, taken when
-    the lab was made and each time playing stops (bit-exact: the same steps follow); ``keep()`` takes one now. ``set(knob, value)`` validates at once (a bad value
-    raises the knob's own error and nothing changes) and applies at the next step boundary.
-    ``on_step(record)`` and ``on_change()`` are hooks the panel fills.
+    runs the next stage and returns ``(stage, batch)``; ``rewind(step)`` goes back to any kept point (``kept``:
+    when the lab was made, every ``keep_every`` steps, before each knob change and each time playing stops; at most
+    ``keep_limit``, bit-exact: the same knobs give the same steps); ``keep()`` keeps one now; ``fork()`` starts a
+    second branch (``LabBranches``). ``set(knob, value)`` validates at once (a bad value raises the knob's own error
+    and nothing changes) and applies at the next step boundary. ``on_step(record)`` and ``on_change()`` are hooks
+    the panel fills.
     """
 
-    def __init__(self, trainer, *, knobs=(), replace: bool = False):
+    def __init__(self, trainer, *, knobs=(), replace: bool = False, keep_every: int = 5, keep_limit: int = 8):
         old = _OWNERS.get(trainer)
         if old is not None and not old.closed:
             if not replace:
@@ -68,17 +55,25 @@ class LabLoop:
         self._lock, self._stop = threading.Lock(), threading.Event()
         self._thread: threading.Thread | None = None
         self._stage = None  # the half-run step of step_stage(): its thread and handshake
-        self.checkpoint = self._checkpoint()
+        self.kept = points.Kept(every=keep_every, limit=keep_limit)
+        self.kept.add(points.take(trainer))
+        self.fork_branch = None  # the open (or last closed) fork: rlnb.run.fork.Branch
         _OWNERS[trainer] = self  # last: a constructor that raised owns nothing
 
     # --- knobs ---------------------------------------------------------------------------------
-    def set(self, knob: str, value) -> None:
-        """Queue ``knob = value`` for the next step boundary. Validated now against the recipe with every
-        queued change (raises ValueError/TypeError naming the knob; nothing is queued then)."""
-        self.set_many({knob: value})
+    def set(self, knob: str, value, *, branch: str = "main") -> None:
+        """Queue ``knob = value`` for the next step boundary (of ``branch``: "main" or "fork"). Validated now
+        against the recipe with every queued change (raises ValueError/TypeError naming the knob; nothing is
+        queued then)."""
+        self.set_many({knob: value}, branch=branch)
 
-    def set_many(self, changes: dict) -> None:
-        """Queue several knobs as one change: validated together, applied together or not at all."""
+    def set_many(self, changes: dict, *, branch: str = "main") -> None:
+        """Queue several knobs as one change: validated together, applied together or not at all. ``branch``:
+        "main", or "fork" (the open fork's own knobs, applied at its next step)."""
+        if branch == "fork":
+            return self._set_fork(changes)
+        if branch != "main":
+            raise ValueError(f"branch: expected 'main' or 'fork', got {branch!r}")
         if self.closed:
             raise RuntimeError("set: this lab is closed; its controls no longer drive the trainer (make a new Lab)")
         if "critic" in changes and changes["critic"] != self.trainer.recipe.critic:
@@ -102,6 +97,8 @@ class LabLoop:
             return None
         t = self.trainer
         before = {k: t.knob(k) for k in changes}
+        if t.step_count not in self.kept.steps():  # rewinding here undoes the change
+            self.kept.add(points.take(t, len(self.changes)))
         try:
             t.reconfigure(**changes)
         except (ValueError, TypeError) as err:
@@ -119,9 +116,16 @@ class LabLoop:
         self._apply()
         t0 = time.perf_counter()
         record = self.trainer.step()
+        self._after_step(record)
         self.step_seconds = (self.step_seconds + [time.perf_counter() - t0])[-10:]
-        self.on_step(record)
         return record
+
+    def _after_step(self, record) -> None:
+        """Once the main branch's step has committed: the fork's step, a periodic keep, the panel's hook."""
+        self._step_fork()
+        if self.kept.due(self.trainer.step_count):
+            self.kept.add(points.take(self.trainer, len(self.changes)))
+        self.on_step(record)
 
     def step(self):
         """Run exactly one step here (paused only) and return its ``StepRecord``."""
@@ -152,7 +156,7 @@ class LabLoop:
         except BaseException as err:  # the Trainer rolled the failed step back; say what happened
             self.error = f"{type(err).__name__}: {err}"
         finally:
-            self.checkpoint = self._checkpoint()
+            self._keep_now()
             owner.release(self.trainer, threading.current_thread())
             self.state = "paused"
             self.on_change()
@@ -220,7 +224,7 @@ class LabLoop:
 
         try:
             record = loop.trainer.step(callbacks=[Hold()])
-            loop.on_step(record)
+            loop._after_step(record)
         except BaseException as err:
             s["out"] = err
             owner.release(loop.trainer, threading.current_thread())  # before the caller goes on
@@ -237,56 +241,29 @@ class LabLoop:
             raise RuntimeError(f"{what}: a step is half-run by step_stage(); finish it with step_stage() "
                                "(to 'update') first")
 
-    # --- checkpoints -----------------------------------------------------------------------------
-    def _checkpoint(self) -> dict:
-        """An in-memory copy of everything the next steps depend on (a ``Snapshot`` of the run, with
-        weights and optimizer always), plus recipe, reference and the kept records."""
-        t = self.trainer
-        snap = snapshot(t, weights=True)
-        return {"snap": snap, "steps": snap.state.step, "recipe": t.recipe, "ref": t.ref_model,
-                "records": list(t.records), "changes": len(self.changes)}
-
-    def keep(self) -> int:
-        """Take the rewind checkpoint now (paused only); returns its step."""
-        self._check_idle("keep")
-        self.checkpoint = self._checkpoint()
-        return self.trainer.step_count
-
-    def rewind(self) -> int:
-        """Back to the checkpoint of the last pause (paused only); returns its step. The steps that
-        follow are bit for bit those that followed the checkpoint the first time (same knobs)."""
-        self._check_idle("rewind")
-        t, c = self.trainer, self.checkpoint
-        ref_changed = t.ref_model is not c["ref"]
-        if ref_changed:
-            t.use_reference(c["ref"], rebuild=False)
-        if ref_changed or t.recipe != c["recipe"]:
-            t.set_recipe(c["recipe"])  # rebuilds the stages on the checkpoint's recipe and reference
-        restore(t, c["snap"])
-        t.run_target = None
-        t.records.clear()
-        t.records.extend(c["records"])
-        self.changes = self.changes[:c["changes"]]
-        with self._lock:
-            self.pending = {}
-        self.on_change()
-        return t.step_count
-
     # --- status and shutdown ---------------------------------------------------------------------
     def seconds_per_step(self) -> float | None:
         s = sorted(self.step_seconds)
         return s[len(s) // 2] if s else None
 
-    def status(self) -> str:
-        """"step 37 / playing / 1.1 s per step / last change: beta 0 -> 0.05 at step 30"."""
-        sps = self.seconds_per_step()
-        parts = [f"step {self.trainer.step_count}", "stage " + self._stage["out"][0] + " done"
+    def last_change(self, step: int | None = None):
+        """The latest change made by the boundary after ``step`` (None: now), or None: a change applied while
+        paused at step 2 is "beta 0 -> 0.05 at step 3" from then on."""
+        step = self.trainer.step_count if step is None else step
+        return next((c for c in reversed(self.changes) if c.step <= step + 1), None)
+
+    def status(self, step: int | None = None) -> str:
+        """"step 37 / playing / 1.1 s per step / last change: beta 0 -> 0.05 at step 30", about ``step`` (None:
+        the trainer's step now; the panel passes the step its figure shows, so the two never disagree)."""
+        step = self.trainer.step_count if step is None else step
+        sps, change = self.seconds_per_step(), self.last_change(step)
+        parts = [f"step {step}", "stage " + self._stage["out"][0] + " done"
                  if self._stage is not None and isinstance(self._stage["out"], tuple) else self.state]
         parts.append(f"{sps:.2g} s per step" if sps is not None else "- s per step")
-        parts.append(f"last change: {self.changes[-1]}" if self.changes else "no knob changed yet")
+        parts.append(f"last change: {change}" if change else "no knob changed yet")
         if self.pending:
             parts.append("next step: " + ", ".join(f"{k}={v!r}" for k, v in self.pending.items()))
-        return " / ".join(parts)
+        return " / ".join(parts + self._fork_status())
 
     def close(self) -> None:
         """Stop the background work (waits for the step in progress; a half-run staged step is rolled

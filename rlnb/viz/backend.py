@@ -71,9 +71,11 @@ def mime_bundle(fig: go.Figure) -> tuple[dict, dict]:
 
 
 def sync_figure(live: go.Figure, new: go.Figure) -> None:
-    """Copy ``new``'s traces and layout into ``live`` (same trace structure), in one frontend update."""
-    if len(live.data) != len(new.data):
-        raise ValueError(f"new: expected {len(live.data)} traces like the live figure, got {len(new.data)}")
+    """Copy ``new``'s traces and layout into ``live`` in one frontend update. A new trace structure (the lab's
+    fork adds an overlay) first replaces the traces, once."""
+    if [t.type for t in live.data] != [t.type for t in new.data]:
+        live.data = ()
+        live.add_traces(list(new.data))
     batch = live.batch_update() if isinstance(live, go.FigureWidget) else contextlib.nullcontext()
     with batch:
         for old, fresh in zip(live.data, new.data, strict=True):

@@ -82,13 +82,17 @@ class TokenXRay(Explorer):
         return recs
 
     def refresh(self) -> None:
-        """Re-read the records, let the slider reach the newest, and jump to it."""
+        """Re-read the records, let the slider reach the newest, and jump to it, on its first group with signal
+        (a group whose answers are all wrong, or all right, has advantage 0: a blank picture)."""
         recs = self.records()
         steps = self._steps(recs)
         with self.hold():
             w = self.controls["step"]
             w.max = max(steps[-1], w.min)  # widen first: ipywidgets refuses min > max on the way
             w.min, w.max, w.value = steps[0], steps[-1], steps[-1]
+            g = self.controls["group"]
+            g.max = recs[-1].batch.P - 1
+            g.value = recs[-1].batch.signal_group()
 
     def _figure(self):
         recs = self.records()

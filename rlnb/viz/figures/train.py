@@ -67,27 +67,36 @@ METRIC_COLORS = {
 
 
 def dashboard_figure(*, series: dict, panels: Sequence[tuple[str, Sequence[str]]],
-                     title: str = "Training") -> go.Figure:
+                     title: str = "Training", fork: dict | None = None,
+                     branches: tuple[str, str] | None = None) -> go.Figure:
     """One panel per ``(title, metric names)``; ``series`` maps a metric name to ``(steps, values)``
     (None values leave gaps). Metrics without a series get an empty trace so the layout is fixed.
 
     Traces: one per metric, in panel order, named by its human label (``metric_label``); ``meta`` holds the
     metric's key (the stable hook tests read). Every x axis is the training step; evaluation points are marked.
+    ``fork``: a second branch's series, overlaid dashed in the same colours (``meta`` ``"fork/<key>"``; metrics
+    it lacks, evaluations say, are left out); ``branches``: the two legend group titles, by what differs
+    (``("beta 0", "beta 0.05 from step 30")``).
     """
     cols = min(3, len(panels))
     rows = math.ceil(len(panels) / cols)
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=[p[0] for p in panels], vertical_spacing=0.2,
                         horizontal_spacing=0.07)
     palette = [COLORS["pi"], COLORS["accent"], COLORS["ref"]]
-    for k, (_, names) in enumerate(panels):
-        for j, name in enumerate(names):
-            x, y = series.get(name, ([], []))
-            y = [None if v is None or v != v else v for v in y]        # None leaves a gap; NaN is not JSON
-            sparse = len(x) < 30 or name.startswith("eval/")            # evaluations: a marker at each point
-            fig.add_scatter(x=list(x), y=y, name=metric_label(name), meta=name,
-                            mode="lines+markers" if sparse else "lines", row=k // cols + 1, col=k % cols + 1,
-                            line_color=METRIC_COLORS.get(name, palette[j % len(palette)]),
-                            marker_size=7 if name.startswith("eval/") else 4)
+    sides = [(series, "", None, "solid")] + ([(fork, "fork/", 1, "dash")] if fork is not None else [])
+    for data, prefix, side, dash in sides:
+        group = dict(legendgroup=prefix or "main", legendgrouptitle_text=branches[side or 0]) if branches else {}
+        for k, (_, names) in enumerate(panels):
+            for j, name in enumerate(names):
+                if prefix and not data.get(name, ((),))[0]:  # the fork draws what it has (no evaluations)
+                    continue
+                x, y = data.get(name, ([], []))
+                y = [None if v is None or v != v else v for v in y]        # None leaves a gap; NaN is not JSON
+                sparse = len(x) < 30 or name.startswith("eval/")            # evaluations: a marker at each point
+                fig.add_scatter(x=list(x), y=y, name=metric_label(name), meta=prefix + name,
+                                mode="lines+markers" if sparse else "lines", row=k // cols + 1, col=k % cols + 1,
+                                line=dict(color=METRIC_COLORS.get(name, palette[j % len(palette)]), dash=dash),
+                                marker_size=7 if name.startswith("eval/") else 4, **group)
     fig.update_xaxes(title_text="training step", title_standoff=4)
     for k, (_, names) in enumerate(panels):
         fig.update_yaxes(title_text=axis_title(names), title_standoff=2, row=k // cols + 1, col=k % cols + 1,

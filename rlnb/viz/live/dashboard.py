@@ -146,9 +146,9 @@ class Dashboard:
         self._unhook()
 
     # --- building the figure ------------------------------------------------------------------------
-    def series(self) -> dict:
-        """metric -> (steps, values) from the trainer's history and the evaluations."""
-        hist = list(self.trainer.history) if self.trainer is not None else []
+    def series(self, history: list[dict] | None = None) -> dict:
+        """metric -> (steps, values) from ``history`` (default: the trainer's) and the evaluations."""
+        hist = list(history) if history is not None else list(self.trainer.history) if self.trainer is not None else []
         out = {}
         for _, names in self.panels:
             for m in names:

@@ -1,9 +1,10 @@
-"""``Lab``: the training loop's control panel. Play, pause, step, step a stage, rewind; turn knobs while
-the model learns.
+"""``Lab``: the training loop's control panel. Play, pause, step, step a stage, rewind to a kept step, fork the
+run and race the branches; turn knobs while the model learns.
 
     lab = Lab(Trainer.tiny())
     lab                    # display it; press Play, move beta
     lab.play(); lab.set("beta", 0.05); lab.pause()   # the same from code
+    lab.fork(beta=0.0); lab.play(20); lab.wait(); lab.compare()   # the same run without that change, raced
 
 Training runs in a background thread (``rlnb.run.lab_driver`` explains why), so other cells run while it
 plays. Knob changes apply at the next step boundary and every step logs ``hp/<knob>``; the curves mark the
@@ -25,13 +26,13 @@ from rlnb.run.lab_driver import LabLoop, measure_kl
 from rlnb.viz.explorers.base import STYLE, dropdown, knob_control
 from rlnb.viz.explorers.tokens import TokenXRay
 from rlnb.viz.hooks import mark_box
-from rlnb.viz.live.dashboard import Dashboard
+from rlnb.viz.live.lab_fork import LabForks
+from rlnb.viz.live.lab_panel import LabDashboard, knob_value, stage_summary
 from rlnb.viz.live.scenarios import SCENARIOS, describe
 
 KNOBS = ("num_iterations", "num_mini_batches", "eps_low", "eps_high", "beta", "lr", "temperature", "entropy_coef",
          "num_generations")
-MAX_MARKS = 20  # dotted change lines drawn (the latest ones)
-BUTTONS = ("Play", "Pause", "Step", "Step stage", "Rewind")
+BUTTONS = ("Play", "Pause", "Step", "Step stage", "Rewind", "Fork", "Close fork")
 
 
 class LabBox(widgets.VBox):
@@ -44,38 +45,7 @@ class LabBox(widgets.VBox):
         super().close()
 
 
-class LabDashboard(Dashboard):
-    """The live dashboard with a dotted line at each step where the lab changed a knob, and the latest
-    change in its title."""
-
-    def __init__(self, trainer, lab: LabLoop, **kwargs):
-        self.lab = lab
-        super().__init__(trainer, **kwargs)
-
-    def _figure(self):
-        fig = super()._figure()
-        changes = self.lab.changes[-MAX_MARKS:]
-        if changes:  # one dotted line per change, in every panel, set in one assignment: add_vline per line
-            #          and panel re-validates the whole layout each time, so redraws slowed with every change
-            panels = [k.removeprefix("xaxis") for k in fig.layout.to_plotly_json() if k.startswith("xaxis")]
-            fig.layout.shapes = tuple(fig.layout.shapes) + tuple(
-                dict(type="line", x0=c.step - 0.5, x1=c.step - 0.5, xref=f"x{p}", yref=f"y{p} domain", y0=0, y1=1,
-                     line=dict(dash="dot", color="#888", width=1)) for c in changes for p in panels)
-        if changes:  # the latest change in the title (labels in the plot collide with the panel titles)
-            fig.update_layout(title_text=f"{fig.layout.title.text} · last change: {changes[-1]}")
-        return fig
-
-
-def _value(trainer, name: str):
-    """What knob ``name`` runs with now; an entry knob no chosen entry takes shows its slider's low end."""
-    v = trainer.knob(name)
-    if v is UNSET or v is None:
-        k = Recipe.knobs()[name]
-        v = k.slider[0] if k.kind != "int" else int(k.slider[0])
-    return v
-
-
-class Lab:
+class Lab(LabForks):
     """One widget: buttons, knobs, status line, live dashboard, token X-ray of the latest step, scenarios.
 
     Arguments: ``trainer``; keyword-only ``knobs`` (the knob names to control, default ``KNOBS``),
@@ -83,7 +53,9 @@ class Lab:
     from another open Lab, stopping its thread; without it a second Lab on one trainer is refused).
 
     ``controls``: knob name -> widget (plus ``"recipe"``, a dropdown of ``rlnb.recipes``); moving one calls
-    ``set``. ``buttons``: label -> Button. ``status``: the one-line status. ``loop``: the engine.
+    ``set`` on the branch ``branch`` ("knobs for": main, or the fork once there is one) selects. ``buttons``:
+    label -> Button. ``rewind_to``: the kept steps. ``status``: the one-line status. ``loop``: the engine.
+    Fork, compare and rewind: ``LabForks``.
     """
 
     def __init__(self, trainer, *, knobs=KNOBS, backend: str | None = None, max_fps: float = 2.0,
@@ -102,15 +74,17 @@ class Lab:
 
     def _build(self, trainer, knobs, backend, max_fps) -> None:
         self._own_reference = measure_kl(trainer)
-        self.dashboard = LabDashboard(trainer, self.loop, backend=backend, max_fps=max_fps)
         self.status = widgets.HTML()
+        self._build_fork_controls()
+        self.dashboard = LabDashboard(trainer, self.loop, on_drawn=self._show_status, backend=backend,
+                                      max_fps=max_fps)
         self.message = widgets.HTML()
         self.stage_view = widgets.HTML()
         self.inert_view = widgets.HTML()  # which controls cannot act now, and why (data-rlnb-inert)
         self.xray, self.xray_box, self._xray_at = None, widgets.VBox([widgets.HTML("<i>Token X-ray: after the "
                                                                                   "first step</i>")]), 0.0
         self._syncing = False
-        self.controls = {n: knob_control(n, _value(trainer, n)) for n in knobs}
+        self.controls = {n: knob_control(n, self._value(n)) for n in knobs}
         self.controls["recipe"] = dropdown("recipe", recipes_mod.names(), trainer.recipe.name
                                            if trainer.recipe.name in recipes_mod.names() else "grpo",
                                            "Switch the whole recipe at the next step boundary (weights kept)")
@@ -120,12 +94,17 @@ class Lab:
             w.observe(lambda ch, name=name: self._on_control(name, ch["new"]), names="value")
         self.buttons = {b: widgets.Button(description=b, layout=widgets.Layout(width="auto")) for b in BUTTONS}
         actions = {"Play": self.play, "Pause": lambda: self.pause(wait=False), "Step": self.step,
-                   "Step stage": self.step_stage, "Rewind": self.rewind}
+                   "Step stage": self.step_stage, "Rewind": self._rewind_pressed,
+                   "Fork": lambda: self._between_steps(self.fork),
+                   "Close fork": lambda: self._between_steps(self.close_fork)}
         for b, fn in actions.items():
             self.buttons[b].on_click(lambda _, fn=fn: self._safely(fn))
         self.scenario = widgets.Dropdown(options=list(SCENARIOS), description="scenario", style=STYLE)
         self.buttons["Set up"] = widgets.Button(description="Set up", tooltip="Apply the scenario's knobs")
         self.buttons["Set up"].on_click(lambda _: self._safely(lambda: self.set_up(self.scenario.value)))
+        self.buttons["Fork and fix"] = widgets.Button(description="Fork and fix",
+                                                      tooltip="Fork the run and apply the scenario's fix in the fork")
+        self.buttons["Fork and fix"].on_click(lambda _: self._safely(lambda: self.try_fix(self.scenario.value)))
         self.scenario_text = widgets.HTML()
         self.scenario.observe(lambda ch: self._show_scenario(), names="value")
         self._show_scenario()
@@ -166,25 +145,20 @@ class Lab:
         self._refresh()
         return stage, batch
 
-    def rewind(self) -> int:
-        """Back to the checkpoint kept when playing last stopped; returns its step."""
-        step = self.loop.rewind()
-        self.dashboard.draw()
-        return step
-
-    def set(self, knob: str, value) -> None:
-        """``knob = value`` from the next step on (a bad value raises the knob's error; the run goes on)."""
+    def set(self, knob: str, value, *, branch: str = "main") -> None:
+        """``knob = value`` from the next step on (a bad value raises the knob's error; the run goes on);
+        ``branch="fork"``: in the open fork only."""
         if knob == "recipe":
             new = recipes_mod.get(value)
-            cur = self.trainer.recipe
+            cur = self.loop.fork_branch.recipe if branch == "fork" and self.loop.fork_branch else self.trainer.recipe
             changes = {k: getattr(new, k) for k in Recipe.knobs() if getattr(new, k) != getattr(cur, k)}
             if changes.get("critic", cur.critic) != cur.critic:
                 raise ValueError(f"recipe: {value!r} {'trains' if new.critic else 'has no'} critic (a value head) "
                                  f"and this run {'has none' if new.critic else 'has one'}; it cannot switch live. "
                                  f"Build a new Trainer: rlnb.Trainer.tiny({value!r})")
-            self.loop.set_many(changes)                     # all of the recipe at one boundary, or none of it
+            self.loop.set_many(changes, branch=branch)      # all of the recipe at one boundary, or none of it
         else:
-            self.loop.set(knob, value)
+            self.loop.set_many({knob: value}, branch=branch)
         self._refresh()
 
     def set_up(self, name: str) -> str:
@@ -197,10 +171,21 @@ class Lab:
             if self.loop.state != "paused":
                 raise RuntimeError(f"{name}: pause first (this scenario adds the reference model)")
             t.use_reference("start")
-        for k, v in s.setup.items():
-            self.set(k, v)
+        self.set_many(s.setup)
         self.scenario.value = name
         return describe(name)
+
+    def set_many(self, changes: dict, *, branch: str = "main") -> None:
+        """Several knobs at one step boundary, all or none (``branch`` as in ``set``)."""
+        self.loop.set_many(changes, branch=branch)
+        self._refresh()
+
+    def try_fix(self, name: str):
+        """Fork the run now (paused) and apply scenario ``name``'s fix in the fork only: the fix then races the
+        untreated run from the same point, same seed and prompts. Returns the fork."""
+        if name not in SCENARIOS:
+            raise ValueError(f"name: expected one of the scenarios {sorted(SCENARIOS)}, got {name!r}")
+        return self.fork(**SCENARIOS[name].fix)
 
     def close(self) -> None:
         """Stop the background thread and release the trainer (and the reference the lab added, while beta is 0);
@@ -225,7 +210,7 @@ class Lab:
     def _on_control(self, name: str, value) -> None:
         if self._syncing:
             return
-        self._safely(lambda: self.set(name, value))
+        self._safely(lambda: self.set(name, value, branch=self._knobs_branch()))
         if self.message.value:  # refused: the control goes back to what runs
             self._sync_controls()
 
@@ -243,9 +228,10 @@ class Lab:
 
     def _sync_controls(self) -> None:
         self._syncing = True
+        recipe = self._branch_recipe()
         try:
             for name, w in self.controls.items():
-                v = self.trainer.recipe.name if name == "recipe" else _value(self.trainer, name)
+                v = recipe.name if name == "recipe" else self._value(name, recipe)
                 if name != "recipe" and hasattr(w, "max") and not isinstance(w, widgets.FloatLogSlider):
                     w.max, w.min = max(w.max, v), min(w.min, v)
                 if name != "recipe" or v in w.options:
@@ -253,25 +239,33 @@ class Lab:
         finally:
             self._syncing = False
 
+    def _value(self, name: str, recipe=None):
+        """What ``name`` runs with in the driven branch: the fork's from its recipe, the main run's from the
+        trainer (its controllers may move beta or the entropy coefficient)."""
+        if recipe is not None and self._knobs_branch() == "fork":
+            return knob_value(recipe, name)
+        v = self.trainer.knob(name)
+        return knob_value(self.trainer.recipe, name) if v is None or v is UNSET else v
+
+    def _show_status(self, step: int) -> None:
+        """The status line, about the step the dashboard shows (its title and readout say the same step)."""
+        self.status.value = f"<code class='rlnb-readout'>lab: {html.escape(self.loop.status(step))}</code>"
+
     def _refresh(self) -> None:
-        self.status.value = f"<code class='rlnb-readout'>lab: {html.escape(self.loop.status())}</code>"
         if self.loop.error:
             self.message.value = f"<span style='color:#D55E00'>{html.escape(self.loop.error)}</span>"
-        if not self.loop.pending:
+        if not (self.loop.pending or self.loop.fork_branch is not None and self.loop.fork_branch.pending):
             self._sync_controls()
         self._show_inert()
+        self._show_kept()
         if self.loop.state == "paused":
             self.dashboard.flush()
+        self._show_status(self.dashboard.shown_step)
 
     def inert(self) -> dict[str, str]:
         """``{knob: why it cannot act}`` for this lab's controls, on the recipe the next step will run (the
         pending changes applied): e.g. the clip ranges while every update is on-policy."""
-        recipe = self.trainer.recipe
-        try:
-            recipe = recipe.replace(**{k: v for k, v in self.loop.pending.items() if k in Recipe.knobs()})
-        except (TypeError, ValueError):
-            pass  # a pending value the step will refuse: show what runs now
-        return {k: why for k, why in inert_knobs(recipe).items() if k in self.controls}
+        return {k: why for k, why in inert_knobs(self._branch_recipe()).items() if k in self.controls}
 
     def _show_inert(self) -> None:
         inert = self.inert()
@@ -294,9 +288,10 @@ class Lab:
             row = lambda ws: widgets.HBox(ws, layout=widgets.Layout(flex_flow="row wrap"))  # noqa: E731
             self._widget = LabBox([
                 widgets.HTML("<b>The lab</b>"), self.status,
-                row([self.buttons[b] for b in BUTTONS]), self.message,
-                row(list(self.controls.values())), self.inert_view,
-                row([self.scenario, self.buttons["Set up"]]), self.scenario_text, self.stage_view,
+                row([self.buttons[b] for b in BUTTONS] + [self.rewind_to]), self.kept_view, self.message,
+                self.branch, row(list(self.controls.values())), self.inert_view,
+                row([self.scenario, self.buttons["Set up"], self.buttons["Fork and fix"]]), self.scenario_text,
+                self.stage_view,
                 self.dashboard.widget, self.xray_box])
             self._widget._lab_loop = self.loop
             mark_box(self._widget, self)
@@ -305,14 +300,3 @@ class Lab:
     def _repr_mimebundle_(self, **kwargs):
         self.dashboard.live.refresh_view()  # the view starts from the figure as it is now
         return self.widget._repr_mimebundle_(**kwargs)
-
-
-def stage_summary(stage: str, batch) -> str:
-    """One line about the batch after ``stage``: what that stage wrote."""
-    if stage == "sample":
-        return f"{batch.B} completions, mean length {float(batch.mask.sum(1).float().mean()):.1f} tokens"
-    if stage == "reward":
-        return f"mean reward {float(batch.rewards.mean()):.3f}, {int(batch.correct.sum())} of {batch.B} correct"
-    if stage == "advantage":
-        return f"advantage mean |A| {float(batch.adv.abs().mean()):.3f}"
-    return "update applied; the step is committed"
