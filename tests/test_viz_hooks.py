@@ -50,3 +50,29 @@ def test_dashboard_status_hands_over_step_and_numbers():
 
 def test_kind_names():
     assert [kind(c) for c in (ClipExplorer, TokenXRay, Dashboard)] == ["clip-explorer", "token-x-ray", "dashboard"]
+
+
+def test_lab_status_buttons_and_change_labels():
+    from rlnb import Trainer
+    from rlnb.viz import Lab
+
+    t = Trainer.tiny("grpo", task="add", seed=0, prompts_per_step=2, num_generations=4, max_new_tokens=8)
+    lab = Lab(t, backend="static")
+    try:
+        assert "rlnb-lab" in lab.widget._dom_classes
+        assert {f"rlnb-button-{b}" for b in ("play", "pause", "fork", "close-fork", "fork-and-fix")} <= {
+            c for w in lab.buttons.values() for c in w._dom_classes}
+        lab.step()
+        lab.set("beta", 0.05)
+        lab.step()
+        lab._refresh()
+        got = _values(lab.status.value)
+        assert got["step"] == 2 and got["changes"] == 1 and "fork_since" not in got
+        assert "data-rlnb-state='paused'" in lab.status.value
+        labels = [s.label.text for s in lab.dashboard.fig.layout.shapes if s.label and s.label.text]
+        assert labels == ["beta 0.05"], labels          # named once, in the first panel, on its line
+        lab.fork()
+        lab._refresh()
+        assert _values(lab.status.value)["fork_since"] == 2
+    finally:
+        lab.close()

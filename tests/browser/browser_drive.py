@@ -134,6 +134,7 @@ STATE = """(box) => { const plot = box.querySelector('.js-plotly-plot');
   const layoutTitle = plot && plot.layout && plot.layout.title;
   const knob = (s) => [...s.classList].find(c => c.startsWith('rlnb-knob-')).slice('rlnb-knob-'.length);
   return {readout: ro ? ro.textContent.trim() : '', exact: ro ? ro.dataset.rlnbValues || null : null,
+          state: ro ? ro.dataset.rlnbState || null : null,
           title: layoutTitle ? (typeof layoutTitle === 'string' ? layoutTitle : layoutTitle.text || '') : '',
           traces: plot && Array.isArray(plot.data) ? plot.data.map(t => ({name: t.name || '', meta: t.meta || '',
             x: t.x ? Array.from(t.x).slice(0, 2000) : [], y: t.y ? Array.from(t.y).slice(0, 2000) : []})) : [],

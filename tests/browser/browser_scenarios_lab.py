@@ -8,13 +8,11 @@ Returns a list of failures (readable strings) like the other scenarios. Widgets 
 
 from __future__ import annotations
 
-import re
 import time
 
 from browser_checks import stream_text
 from browser_drive import append_and_run, box_state, describe, kernel_eval, press_slider, wait_for, widget_box
 
-STATUS = re.compile(r"step (\d+) / (\w+)")
 INERT = "(b) => [...b.querySelectorAll('[data-rlnb-inert]')].flatMap(e => e.dataset.rlnbInert.split(' '))"
 # per trace: meta, number of points, and its legend group's title (plotly shows it on the group's first trace)
 TRACES = """(b) => { const p = b.querySelector('.js-plotly-plot'); if (!p || !p.data) return [];
@@ -23,10 +21,17 @@ TRACES = """(b) => { const p = b.querySelector('.js-plotly-plot'); if (!p || !p.
 SHAPES = "(b) => { const p = b.querySelector('.js-plotly-plot'); return p && p.layout ? (p.layout.shapes || []).length : -1; }"
 
 
-def status(box) -> tuple[int, str, str]:
-    text = box_state(box)["readout"]
-    m = STATUS.search(text)
-    return (int(m.group(1)), m.group(2), text) if m else (-1, "", text)
+def status(box) -> tuple[int, str, str, dict]:
+    """The lab's status line through its hooks: step, state ("playing", "paused"), its text (for messages) and all
+    of its values (``changes``: knob changes so far, ``fork_since``: the step an open fork was copied at)."""
+    s = box_state(box)
+    step = s["values"].get("step")
+    return (-1 if step is None else int(step)), s.get("state") or "", s["readout"], s["values"]
+
+
+def click(box, name: str) -> None:
+    """Press the lab's button ``name`` ("play", "fork", "close-fork") by its hook class."""
+    box.locator(f"button.rlnb-button-{name}").first.click()
 
 
 THEME = "async (name) => { await window.jupyterapp.commands.execute('apputils:change-theme', {theme: name}); }"
@@ -51,8 +56,8 @@ def check_lab(page, log: list[str], *, timeout_s: float = 120, shots=None) -> li
     box = widget_box(page, "lab")
     if box is None:
         return ["no lab on the page (an rlnb widget of kind 'lab')"]
-    start, state, _ = status(box)
-    box.locator("button", has_text="Play").first.click()
+    start, changes0 = status(box)[0], status(box)[3].get("changes", 0)
+    click(box, "play")
     try:
         wait_for(lambda: status(box)[1] == "playing" and status(box)[0] >= start + 2, timeout_s=timeout_s,
                  what="the lab to play and its step count to advance by 2")
@@ -64,7 +69,7 @@ def check_lab(page, log: list[str], *, timeout_s: float = 120, shots=None) -> li
     failures = []
     try:
         # each key press may land at its own step boundary (0.05 -> 0.055 -> 0.06): any beta change counts
-        wait_for(lambda: "last change: beta " in status(box)[2] and box.evaluate(SHAPES) > shapes0,
+        wait_for(lambda: status(box)[3].get("changes", 0) > changes0 and box.evaluate(SHAPES) > shapes0,
                  timeout_s=timeout_s, what="the status to report the beta change and the curves to mark it")
     except TimeoutError as err:
         failures.append(f"moving beta while playing: {err}; status {status(box)[2]!r}, "
@@ -77,7 +82,7 @@ def check_lab(page, log: list[str], *, timeout_s: float = 120, shots=None) -> li
             failures.append(f"the lab stopped playing when another cell ran: {status(box)[2]!r}")
     except TimeoutError as err:
         failures.append(f"{err} (the kernel is blocked while the lab plays)")
-    box.locator("button", has_text="Pause").first.click()
+    click(box, "pause")
     try:
         wait_for(lambda: status(box)[1] == "paused", timeout_s=30, what="the lab to pause")
     except TimeoutError as err:
@@ -117,14 +122,14 @@ def check_fork(page, box, log: list[str], *, timeout_s: float, shots=None) -> li
                  what="the eps controls to enable once mu = 2")
     except TimeoutError as err:
         return [f"raising mu: {err}; inert {box.evaluate(INERT)}"]
-    box.locator("button", has_text="Fork").first.click()
+    click(box, "fork")
     try:
-        wait_for(lambda: "fork:" in status(box)[2], timeout_s=30, what="the status line to report the fork")
+        wait_for(lambda: "fork_since" in status(box)[3], timeout_s=30, what="the status line to report the fork")
     except TimeoutError as err:
         return [f"after Fork: {err}; status {status(box)[2]!r}"]
     since = status(box)[0]
     press_slider(box, "beta", ["ArrowRight", "ArrowRight"])  # "knobs for" is on the fork after Fork
-    box.locator("button", has_text="Play").first.click()
+    click(box, "play")
     failures = []
     try:
         curves = wait_for(lambda: two_curves(box, since), timeout_s=timeout_s,
@@ -136,7 +141,7 @@ def check_fork(page, box, log: list[str], *, timeout_s: float, shots=None) -> li
         failures.append(f"after Fork and beta in the fork: {err}; status {status(box)[2]!r}")
     if shots is not None and status(box)[1] == "playing":
         shoot(page, box, shots, log)
-    box.locator("button", has_text="Pause").first.click()
+    click(box, "pause")
     wait_for(lambda: status(box)[1] == "paused", timeout_s=30, what="the lab to pause")
     betas = kernel_eval(page, "b = lab.loop.fork_branch; print(sorted({h['hp/beta'] for h in lab.trainer.history[b.since:]}),"
                               " sorted({h['hp/beta'] for h in b.history[b.since:]}))").strip()

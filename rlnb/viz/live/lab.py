@@ -25,7 +25,7 @@ from rlnb.recipe import Recipe
 from rlnb.run.lab_driver import LabLoop, measure_kl
 from rlnb.viz.explorers.base import STYLE, dropdown, knob_control
 from rlnb.viz.explorers.tokens import TokenXRay
-from rlnb.viz.hooks import mark_box
+from rlnb.viz.hooks import mark_box, values_attr
 from rlnb.viz.live.lab_fork import LabForks
 from rlnb.viz.live.lab_panel import LabDashboard, knob_value, stage_summary
 from rlnb.viz.live.scenarios import SCENARIOS, describe
@@ -105,6 +105,8 @@ class Lab(LabForks):
         self.buttons["Fork and fix"] = widgets.Button(description="Fork and fix",
                                                       tooltip="Fork the run and apply the scenario's fix in the fork")
         self.buttons["Fork and fix"].on_click(lambda _: self._safely(lambda: self.try_fix(self.scenario.value)))
+        for b, w in self.buttons.items():
+            w.add_class("rlnb-button-" + b.lower().replace(" ", "-"))   # found by its hook, not its wording
         self.scenario_text = widgets.HTML()
         self.scenario.observe(lambda ch: self._show_scenario(), names="value")
         self._show_scenario()
@@ -249,7 +251,11 @@ class Lab(LabForks):
 
     def _show_status(self, step: int) -> None:
         """The status line, about the step the dashboard shows (its title and readout say the same step)."""
-        self.status.value = f"<code class='rlnb-readout'>lab: {html.escape(self.loop.status(step))}</code>"
+        fork = self.loop.fork_branch
+        shown = {"step": step, "changes": len(self.loop.changes),
+                 **({"fork_since": fork.since} if fork is not None and not fork.closed else {})}
+        hook = f"{values_attr(shown)} data-rlnb-state='{html.escape(self.loop.state)}'"  # rlnb.viz.hooks
+        self.status.value = f"<code class='rlnb-readout' {hook}>lab: {html.escape(self.loop.status(step))}</code>"
 
     def _refresh(self) -> None:
         if self.loop.error:

@@ -11,9 +11,11 @@ from __future__ import annotations
 from rlnb.core.knobs import UNSET
 from rlnb.recipe import Recipe
 from rlnb.viz.figures.train import dashboard_figure
+from rlnb.viz.hooks import values_attr
 from rlnb.viz.live.dashboard import Dashboard, hyperparameters_html
 
 MAX_MARKS = 20  # dotted change lines drawn (the latest ones)
+LABELLED = 4    # of those, the latest ones named on the plot (more would overlap)
 FORK_MARK = "#CC79A7"  # the fork's change lines: the course palette's reddish purple
 
 
@@ -30,6 +32,17 @@ def knob_value(recipe, name: str):
         k = Recipe.knobs()[name]
         v = k.slider[0] if k.kind != "int" else int(k.slider[0])
     return v
+
+
+def change_text(c) -> str:
+    """A knob change as a label on its line: the knob and its new value (``beta 0.05``)."""
+    return f"{c.knob} {c.new:g}" if isinstance(c.new, (int, float)) and not isinstance(c.new, bool) else f"{c.knob} {c.new}"
+
+
+def _label(c, color: str) -> dict:
+    """The line's label in the first panel: written along the line from its top, so it takes no width."""
+    return {"label": dict(text=change_text(c), textposition="end", textangle=-90, yanchor="bottom",
+                          font=dict(size=10, color=color))}
 
 
 class LabDashboard(Dashboard):
@@ -60,9 +73,12 @@ class LabDashboard(Dashboard):
         if fork is not None:
             lines += [(c, FORK_MARK) for c in fork.changes if c.step <= step + 1][-MAX_MARKS:]
         panels = [k.removeprefix("xaxis") for k in fig.layout.to_plotly_json() if k.startswith("xaxis")]
+        named = {id(c) for c, _ in lines[-LABELLED:]}          # the latest changes, named in the first panel
         fig.layout.shapes = tuple(fig.layout.shapes) + tuple(
             dict(type="line", x0=c.step - 0.5, x1=c.step - 0.5, xref=f"x{p}", yref=f"y{p} domain", y0=0, y1=1,
-                 line=dict(dash="dot", color=color, width=1)) for c, color in lines for p in panels)
+                 line=dict(dash="dot", color=color, width=1),
+                 **(_label(c, color) if p == panels[0] and id(c) in named else {}))
+            for c, color in lines for p in panels)
 
     def _figure(self):
         hist = list(self.trainer.history) if self.trainer is not None else []
@@ -71,7 +87,8 @@ class LabDashboard(Dashboard):
         last = hist[-1] if hist else {}
         fmt = lambda k: f"{last[k]:.3f}" if isinstance(last.get(k), (int, float)) else "-"  # noqa: E731
         change = self.lab.last_change(step)
-        self.status.value = (f"<code class='rlnb-readout'>step {step} · reward {fmt('reward')} · accuracy "
+        shown = {"step": step, **{k: last[k] for k in ("reward", "accuracy", "entropy") if k in last}}
+        self.status.value = (f"<code class='rlnb-readout' {values_attr(shown)}>step {step} · reward {fmt('reward')} · accuracy "
                              f"{fmt('accuracy')} · entropy {fmt('entropy')}</code>")
         self.hparams.value = hyperparameters_html(self.trainer)
         fork, labels = self.lab.fork_branch, self.lab.labels()
