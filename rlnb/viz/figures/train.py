@@ -106,13 +106,17 @@ def dashboard_figure(*, series: dict, panels: Sequence[tuple[str, Sequence[str]]
 
 
 def cell_text(token: str) -> str:
-    """A token as it fits in an X-ray cell (hover shows it whole): a special token as a mark, a long one cut.
+    """A token as it fits in an X-ray cell (hover shows it whole): an end-of-sequence token as ∎, another special
+    token (``<pad>``, ``<unk>``: a random model samples them) as ◇, a long token cut.
 
-    >>> cell_text("7"), cell_text("<eos>"), cell_text("<|im_end|>"), cell_text("Ġthe"), cell_text("Ġnumber")
-    ('7', '∎', '∎', 'Ġthe', 'Ġnu…')
+    >>> cell_text("7"), cell_text("<eos>"), cell_text("<|im_end|>"), cell_text("</s>"), cell_text("<unk>")
+    ('7', '∎', '∎', '∎', '◇')
+    >>> cell_text("Ġthe"), cell_text("Ġnumber")
+    ('Ġthe', 'Ġnu…')
     """
     if len(token) > 2 and token.startswith("<") and token.endswith(">"):
-        return "∎"                                       # end of sequence and other specials: one mark
+        name = token.strip("<|>/").lower()
+        return "∎" if token == "</s>" or name in ("eos", "im_end", "endoftext", "end_of_text", "eot_id") else "◇"
     return token if len(token) <= 4 else token[:3] + "…"
 
 
@@ -144,6 +148,6 @@ def xray_figure(*, tokens: Sequence[Sequence[str]], adv_ratio, mask, ratio, entr
                         marker=dict(symbol="square-open", size=22, line_width=3, color=color))
     fig.update_yaxes(autorange="reversed", tickmode="array", tickvals=list(range(rows)), ticktext=list(row_labels),
                      title_text="completion")
-    fig.update_xaxes(title_text="token position t   (∎ = end of sequence)", dtick=1)
+    fig.update_xaxes(title_text="token position t   (∎ end of sequence, ◇ other special token)", dtick=1)
     fig.update_layout(title=title, height=120 + 44 * rows, legend=dict(orientation="h", y=-0.25))
     return themed(fig)
