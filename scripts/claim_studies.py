@@ -24,11 +24,20 @@ Setting search (before the measured runs, seed 99 only, which is not a measured 
   work, the only way to be right), 57 of 256 samples longer than 24 tokens, zero-signal groups 0.78.
   So the DAPO study runs on `add` with L_max = 24: a fifth of the samples are truncated (overlong is
   common) and most groups have no signal.
+
+Budget (05:30, after 4 runs of entropy_mu4 and before any run of the others): the shared machine ran at load
+9-10 on 2 cores, 3x slower than planned. Cut then, without having seen any result of the studies cut: the
+queue runs seed-major (every study's seed 0, then seed 1 ...); maxrl_long 60 -> 40 steps and 100 -> 64
+held-out prompts; dapo_one_at_a_time 20 -> 12 steps' samples and 64 held-out prompts; a separate ScaleRL
+study (grpo vs scalerl, 60 steps) dropped: the ScaleRL claim is answered from maxrl_long's per-seed fits
+(5 evaluations per run, 5 seeds per recipe) and a power calculation on the shipped race
+(rlnb.studies.claims).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 
@@ -55,12 +64,13 @@ STUDIES: dict[str, dict] = {
     "maxrl_long": dict(
         claims=["MaxRL keeps pass@k where GRPO trades it for pass@1"],
         arms={"grpo": {"recipe": "grpo"}, "maxrl": {"recipe": "maxrl"}},
-        setting=dict(task="countdown", num_mini_batches=4, lr=2e-4, steps=60, eval_every=15, eval_n=200,
-                     eval_sampled_n=100, eval_k=16),
+        setting=dict(task="countdown", num_mini_batches=4, lr=2e-4, steps=40, eval_every=10, eval_n=100,
+                     eval_sampled_n=64, eval_k=16),
         primary="change:eval/sampled/pass@8", control="grpo",
         notes="The setting where GRPO's pass@8 fell on every seed in study entropy_collapse (Countdown, 4 "
-              "mini-batches, lr 2e-4: pass@8 0.71 -> 0.52-0.56 in 50 steps), run longer (60 steps), both "
-              "recipes as shipped. Held-out: 100 prompts x 16 samples every 15 steps, pass@1/2/4/8/16 by the "
+              "mini-batches, lr 2e-4: pass@8 0.71 -> 0.52-0.56 in 50 steps), 40 steps (60 planned, cut for the "
+              "shared machine's load before any run of this study), both recipes as shipped. Held-out: 64 "
+              "prompts x 16 samples every 10 steps, pass@1/2/4/8/16 by the "
               "unbiased estimator. Primary: change in pass@8, paired maxrl - grpo (claim: > 0). Precondition "
               "reported: GRPO's own pass@8 change (the claim needs it to fall)."),
     "dapo_one_at_a_time": dict(
@@ -68,28 +78,18 @@ STUDIES: dict[str, dict] = {
         arms={"grpo": {}, "+clip-higher": {"eps_high": 0.28}, "+token-mean": {"aggregation": "token-mean"},
               "+overlong-filter": {"filters": ("overlong",)},
               "+dynamic-sampling": {"filters": ("dynamic_sampling",), "max_gen_rounds": 3}},
-        setting=dict(task="add", max_new_tokens=24, num_mini_batches=4, steps=20, match_samples=True,
-                     eval_every=0, **EVAL),
+        setting=dict(task="add", max_new_tokens=24, num_mini_batches=4, steps=12, match_samples=True,
+                     eval_every=0, eval_n=100, eval_sampled_n=64, eval_k=8),
         primary="change:eval/sampled/pass@1", control="grpo",
         notes="`add` with L_max = 24 new tokens: a fifth of the starting model's samples are truncated "
               "scratch work (overlong common) and 0.78 of groups have no signal; 4 mini-batches so the ratio "
-              "leaves 1 and clip-higher can act; lr 1e-4; every arm samples the same 20 x 128 completions "
-              "(match_samples). One change per arm on top of GRPO. Overlong: DAPO's overlong *filtering* "
+              "leaves 1 and clip-higher can act; lr 1e-4; every arm samples the same 12 x 128 completions "
+              "(match_samples; 20 planned, cut with the evaluation to 64 prompts x 8 for the shared machine's "
+              "load before any run of this study). One change per arm on top of GRPO. Overlong: DAPO's overlong *filtering* "
               "(truncated samples leave the loss), the remedy aimed at truncation noise; the soft length "
               "penalty is not tested here because every right answer on `add` lies within a few tokens of "
               "any cap that truncates often, so it would penalise right answers by design. Primary: sampled "
-              "pass@1 change (100 held-out prompts x 8), paired arm - grpo (claim: > 0)."),
-    "scalerl_fit": dict(
-        claims=["recipes can be ranked by a ScaleRL compute fit"],
-        arms={"grpo": {"recipe": "grpo"}, "scalerl": {"recipe": "scalerl"}},
-        setting=dict(task="countdown", lr=2e-4, steps=60, eval_every=6, eval_n=200, eval_sampled_n=100, eval_k=8),
-        primary="fit:A", control="grpo",
-        notes="Countdown, one update per batch (no collapse), lr 2e-4, 60 steps, held-out sampled pass@1 "
-              "(100 prompts x 8) every 6 steps' samples: 11 points per run. ScaleRL's sigmoid is fitted per "
-              "seed (rlnb.studies.scaling.fit_sigmoid, R0 fixed by step 0); the asymptote A gets a 95 % t-"
-              "interval per recipe and for the paired difference; extrapolated fits are counted. A ranking "
-              "is possible when the paired interval excludes 0 and no fit is extrapolated; otherwise the "
-              "power calculation n = ((1.96 + 0.84) sd / |mean|)^2 says how many seeds it would need."),
+              "pass@1 change (64 held-out prompts x 8), paired arm - grpo (claim: > 0)."),
 }
 
 
@@ -105,16 +105,34 @@ def save(name: str, spec: dict, runs: list, total: int, seeds) -> Path:
     return path
 
 
-def run(name: str, seeds=SEEDS) -> None:
-    spec = STUDIES[name]
-    total, runs, t0 = len(spec["arms"]) * len(seeds), [], time.perf_counter()
-    for seed in seeds:  # seed-major: a partial file holds every arm of the seeds done, so pairs stay complete
-        for arm, over in spec["arms"].items():
-            r = run_one(arm, over, seed=seed, **spec["setting"])
-            runs.append(r)
-            path = save(name, spec, runs, total, seeds)
-            print(f"{name} {arm} seed {seed}: train {r.wall_s:.0f} s, eval {r.eval_s:.0f} s, "
-                  f"{len(runs)}/{total} -> {path.name} ({time.perf_counter() - t0:.0f} s)", flush=True)
+def done_runs(name: str, spec: dict) -> dict:
+    """Runs already saved for this exact setting (a restarted queue resumes; training is deterministic per seed,
+    so a saved run is what re-running it would give)."""
+    path = OUT / f"{name}.json.gz"
+    if not path.is_file():
+        return {}
+    old = StudyResult.from_json(path)
+    plain = json.loads(json.dumps({"setting": spec["setting"], "arms": spec["arms"]}))
+    same = all(old.config.get(k) == v for k, v in plain["setting"].items()) and old.config.get("arms") == plain["arms"]
+    return {(r.arm, r.seed): r for r in old.runs} if same else {}
+
+
+def run(names: list[str], seeds=SEEDS) -> None:
+    """Seed-major over all studies: seed 0 of every study, then seed 1 ... so that wherever the queue stops,
+    every study holds complete pairs on the same seeds."""
+    t0 = time.perf_counter()
+    saved = {n: done_runs(n, STUDIES[n]) for n in names}
+    runs: dict[str, list] = {n: [] for n in names}
+    for seed in seeds:
+        for name in names:
+            spec = STUDIES[name]
+            total = len(spec["arms"]) * len(seeds)
+            for arm, over in spec["arms"].items():
+                r = saved[name].get((arm, seed)) or run_one(arm, over, seed=seed, **spec["setting"])
+                runs[name].append(r)
+                path = save(name, spec, runs[name], total, seeds)
+                print(f"{name} {arm} seed {seed}: train {r.wall_s:.0f} s, eval {r.eval_s:.0f} s, "
+                      f"{len(runs[name])}/{total} -> {path.name} ({time.perf_counter() - t0:.0f} s)", flush=True)
 
 
 def main() -> None:
@@ -127,13 +145,14 @@ def main() -> None:
     if unknown:
         p.error(f"unknown studies {sorted(unknown)}; known: {list(STUDIES)}")
     torch.set_num_threads(1)
-    for name in args.studies or list(STUDIES):
-        if args.check:
-            global OUT
-            OUT = Path("/tmp")
+    names = args.studies or list(STUDIES)
+    if args.check:
+        global OUT
+        OUT = Path("/tmp")
+        for name in names:
             STUDIES[name]["setting"].update(steps=2, prompts_per_step=4, num_generations=4, eval_n=8,
                                             eval_sampled_n=4, eval_every=1)
-        run(name, tuple(args.seeds))
+    run(names, tuple(args.seeds))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,197 @@
+"""The source articles' claims, each with its chapter, its mechanism check and its training-level evidence.
+
+Evidence is either **live** (a notebook shows it in the run; the text says what) or **shipped**: a
+comparison read from a results file in ``docs/results`` (``Paired``: arm minus control, per seed, on one
+spec; ``Asymptote``: ScaleRL's fitted asymptote per seed). A shipped verdict follows one rule, the one
+``scripts/claim_studies.py`` wrote down before measuring: the mean over seeds of the paired differences
+with a two-sided 95 % Student-t interval; **reproduced** when the interval lies on the claimed side of 0,
+**the opposite** when on the other side, **not reproduced** when it covers 0.
+
+``table_markdown()`` writes the README's claims table from the files (``scripts/regen_tables.py``), so
+it cannot go stale; notebooks print ``describe(claim)`` for the same numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from rlnb.studies.results import load_result
+from rlnb.studies.summary import Stat
+
+Z_POWER = 1.96 + 0.84  # two-sided 5 % test, 80 % power (normal approximation)
+
+
+def seeds_needed(diffs: Stat) -> float:
+    """Seeds a paired comparison needs to detect its observed mean difference with 80 % power at 5 %:
+    ((1.96 + 0.84) sd / |mean|)^2, rounded up (inf when the mean is 0).
+
+    >>> seeds_needed(Stat((0.1, 0.3, 0.2)))        # sd 0.1, mean 0.2
+    2
+    """
+    if diffs.n < 2 or diffs.mean == 0:
+        return math.inf
+    return max(2, math.ceil((Z_POWER * diffs.std / abs(diffs.mean)) ** 2))
+
+
+def verdict(diffs: Stat, sign: int = 1) -> str:
+    """'reproduced', 'the opposite' or 'not reproduced' from the 95 % t-interval of the mean difference.
+
+    >>> verdict(Stat((0.1, 0.2, 0.15))), verdict(Stat((0.1, -0.2, 0.15))), verdict(Stat((0.1, 0.2, 0.15)), -1)
+    ('reproduced', 'not reproduced', 'the opposite')
+    """
+    lo, hi = diffs.ci95()
+    if lo != lo:
+        return "not measured"
+    if (lo > 0 and sign > 0) or (hi < 0 and sign < 0):
+        return "reproduced"
+    if (lo > 0 and sign < 0) or (hi < 0 and sign > 0):
+        return "the opposite"
+    return "not reproduced"
+
+
+def _seeds(seeds: list[int]) -> str:
+    s = sorted(seeds)
+    return f"{s[0]}-{s[-1]}" if len(s) > 2 and s == list(range(s[0], s[-1] + 1)) else ", ".join(map(str, s))
+
+
+@dataclass(frozen=True)
+class Paired:
+    """``arm`` minus ``control`` per seed on ``spec`` in results file ``file`` (``control=None``: the arm's own
+    value); ``sign`` the claimed direction; ``digits`` for printing."""
+
+    file: str
+    arm: str
+    control: str | None
+    spec: str
+    sign: int = 1
+    digits: int = 3
+
+    def stat(self, root=None) -> tuple[Stat, list[int]]:
+        res = load_result(self.file, root=root)
+        d = res.value(self.arm, self.spec) if self.control is None else res.diff(self.arm, self.control, self.spec)
+        return d, res.seeds
+
+    def what(self) -> str:
+        return f"{self.arm}" + (f" - {self.control}" if self.control else "") + f", {self.spec}"
+
+
+def seed_asymptotes(result, arm: str, metric: str = "eval/sampled/pass@1") -> tuple[Stat, int]:
+    """ScaleRL's asymptote A fitted to each seed's (samples, metric) evaluations of ``arm`` (step 0 fixes R0),
+    and how many of those fits are extrapolated (A not determined by the data)."""
+    from rlnb.studies.scaling import fit_sigmoid
+
+    fits = [fit_sigmoid(result.series(arm, s, "eval/samples"), result.series(arm, s, metric)) for s in result.seeds]
+    return Stat(tuple(f.A for f in fits)), sum(f.extrapolated for f in fits)
+
+
+@dataclass(frozen=True)
+class Asymptote:
+    """ScaleRL's fitted asymptote A, ``arm`` minus ``control`` per seed (one fit per seed)."""
+
+    file: str
+    arm: str
+    control: str
+    metric: str = "eval/sampled/pass@1"
+    sign: int = 1
+    digits: int = 3
+
+    def stat(self, root=None) -> tuple[Stat, list[int]]:
+        res = load_result(self.file, root=root)
+        a, _ = seed_asymptotes(res, self.arm, self.metric)
+        b, _ = seed_asymptotes(res, self.control, self.metric)
+        return Stat(tuple(x - y for x, y in zip(a.values, b.values))), res.seeds
+
+    def extrapolated(self, root=None) -> int:
+        res = load_result(self.file, root=root)
+        return sum(seed_asymptotes(res, arm, self.metric)[1] for arm in (self.arm, self.control))
+
+    def what(self) -> str:
+        return f"fitted asymptote A of {self.metric}, {self.arm} - {self.control}"
+
+
+@dataclass(frozen=True)
+class Claim:
+    text: str
+    chapters: str
+    mechanism: str
+    evidence: Paired | Asymptote | str  # a str: live, what the notebook shows
+
+
+def describe(claim: Claim, root=None) -> dict:
+    """The claim's training-level verdict: ``{"verdict", "stat", "ci", "seeds", "source", "line"}``; a live
+    claim gives ``verdict = "live"`` and its text."""
+    ev = claim.evidence
+    if isinstance(ev, str):
+        return {"verdict": "live", "line": f"live: {ev}", "source": "live"}
+    try:
+        d, seeds = ev.stat(root)
+    except FileNotFoundError:
+        return {"verdict": "not measured", "line": f"not measured yet (docs/results/{ev.file}.json.gz missing)",
+                "source": "missing"}
+    v, (lo, hi), f = verdict(d, ev.sign), d.ci95(), f".{ev.digits}f"
+    same = max(sum(x > 0 for x in d.values), sum(x < 0 for x in d.values))
+    status = load_result(ev.file, root=root).config.get("status", "")
+    partial = f"; partial: {status.split(' (')[0]}" if "partial" in status else ""
+    source = f"shipped (docs/results/{ev.file}.json.gz, seeds {_seeds(seeds)}{partial})"
+    if v == "not measured":
+        return {"verdict": v, "line": f"not measured yet; {source}", "source": source}
+    line = (f"**{v}**: {ev.what()} {d.mean:+{f}} [95 % CI {lo:+{f}}, {hi:+{f}}], same sign on {same} of "
+            f"{d.n} seeds")
+    if isinstance(ev, Asymptote):
+        line += f"; {ev.extrapolated(root)} of {2 * d.n} fits extrapolated; seeds a ranking would need: {seeds_needed(d)}"
+    return {"verdict": v, "stat": d, "ci": (lo, hi), "seeds": seeds, "source": source, "line": f"{line}; {source}"}
+
+
+_DAPO = "dapo_one_at_a_time"
+CLAIMS: tuple[Claim, ...] = (
+    Claim("A short GRPO run lifts held-out pass@1", "00", "old log-probs equal the update's bit for bit; rewards "
+          "and advantages recomputed by hand", "held-out greedy and sampled pass@1 before/after, seed 0 (also in smoke)"),
+    Claim("Larger G: fewer zero-signal groups, lower baseline error, but not always better", "01, 03",
+          "no-signal share and baseline RMSE against their formulas", "held-out gain at a fixed sample budget, G = 2..16"),
+    Claim("Group normalisation removes shared noise, not per-sample noise", "02",
+          "a shared offset changes GRPO, RLOO, Dr. GRPO advantages by exactly 0", "per-sample vs shared noise, 3 seeds"),
+    Claim("Normalisation cannot create signal the reward lacks", "03", "a pure-noise reward gets unit-size advantages",
+          "a pure-noise reward learns nothing while the real one learns"),
+    Claim("With one update per batch the clip never fires; the loss is ~0 but not its gradient", "05",
+          "ratio 1 on every token; gradient equals REINFORCE with a baseline", "clip share 0 at mu = 1, > 0 with reuse"),
+    Claim("PPO's clip cuts out-of-range tokens' gradient; CISPO keeps it", "05", "which tokens each loss zeroes",
+          "mechanism only"),
+    Claim("Several updates per batch collapse entropy", "06", "thermostat rule checked step by step",
+          Paired("entropy_collapse", "none", None, "change:entropy", -1)),
+    Claim("The entropy thermostat keeps entropy up", "06", "thermostat rule checked step by step",
+          Paired("entropy_collapse", "thermostat", "none", "final:entropy")),
+    Claim("Clip-higher slows entropy collapse", "05, 06, 10", "releases ratios in (1.2, 1.28] for A > 0 only",
+          Paired("entropy_mu4", "clip-higher", "none", "mean:entropy")),
+    Claim("A small entropy bonus (0.01) keeps entropy up", "06", "loss = pg - 0.01 H, checked per step",
+          Paired("entropy_mu4", "bonus 0.01", "none", "mean:entropy")),
+    Claim("Large beta slows learning", "06", "k1/k2/k3 bias exactly; k3's gradient weight",
+          Paired("beta", "beta=0.04", "beta=0.5", "change:eval/sampled/pass@1")),
+    Claim("Small beta drifts further from the reference", "06", "exact KL to the starting model",
+          Paired("beta", "beta=0", "beta=0.5", "final:eval/kl_to_init")),
+    Claim("seq-mean-token-mean makes wrong answers longer", "08", "a long wrong token gets 5/24 of a short one's push",
+          Paired("length_bias", "seq-mean-token-mean", "token-mean", "mean:completions/mean_length_wrong", 1, 2)),
+    Claim("Dynamic sampling puts more groups with signal in each update", "10", "keep masks exactly",
+          Paired("dynamic_sampling", "grpo+dynamic-sampling", "grpo", "mean:groups_with_signal", 1, 2)),
+    Claim("DAPO's clip-higher helps on its own", "10", "releases ratios in (1.2, 1.28] for A > 0 only",
+          Paired(_DAPO, "+clip-higher", "grpo", "change:eval/sampled/pass@1")),
+    Claim("DAPO's token-level loss helps on its own", "08, 10", "per-token weights exactly",
+          Paired(_DAPO, "+token-mean", "grpo", "change:eval/sampled/pass@1")),
+    Claim("DAPO's overlong filtering helps on its own", "10", "keep masks exactly",
+          Paired(_DAPO, "+overlong-filter", "grpo", "change:eval/sampled/pass@1")),
+    Claim("DAPO's dynamic sampling helps on its own", "10", "keep masks exactly",
+          Paired(_DAPO, "+dynamic-sampling", "grpo", "change:eval/sampled/pass@1")),
+    Claim("MaxRL keeps pass@k where GRPO trades it for pass@1", "12", "a rare success gets A = 7 vs GRPO's 2.47",
+          Paired("maxrl_long", "maxrl", "grpo", "change:eval/sampled/pass@8")),
+    Claim("Recipes can be ranked by a ScaleRL compute fit", "12", "the fit recovers a known curve; extrapolation flagged",
+          Asymptote("maxrl_long", "maxrl", "grpo")),
+)
+
+
+def table_markdown(root=None) -> str:
+    """The README's claims table, every shipped row read from its results file."""
+    rows = ["| claim | ch | mechanism (exact, fixed batch) | training level: verdict, effect [95 % CI]; evidence |",
+            "|---|---|---|---|"]
+    for c in CLAIMS:
+        rows.append(f"| {c.text} | {c.chapters} | {c.mechanism} | {describe(c, root)['line']} |")
+    return "\n".join(rows)
