@@ -150,7 +150,7 @@ def main() -> None:
         global OUT
         OUT = Path("/tmp")
         for name in names:
-            STUDIES[name]["setting"].update(steps=2, prompts_per_step=4, num_generations=4, eval_n=8,
+            STUDIES[name]["setting"].update(steps=3, prompts_per_step=4, num_generations=4, eval_n=8,
                                             eval_sampled_n=4, eval_every=1)
     run(names, tuple(args.seeds))
 
