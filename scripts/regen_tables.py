@@ -28,5 +28,6 @@ def fill(path: Path, marker: str, table: str) -> None:
 if __name__ == "__main__":
     fill(ROOT / "README.md", "recipes", rlnb.recipes.table_markdown())
     fill(ROOT / "README.md", "claims", claims.table_markdown())
+    fill(ROOT / "docs" / "studies.md", "second-attempt", claims.studies_markdown().rstrip("\n"))
     fill(ROOT / "docs" / "knobs.md", "knobs", knob_table_markdown(rlnb.Recipe))
-    print("wrote README.md (recipes, claims) and docs/knobs.md (knobs)")
+    print("wrote README.md (recipes, claims), docs/knobs.md (knobs) and docs/studies.md (second attempt)")
