@@ -68,6 +68,7 @@ class Paired:
     spec: str
     sign: int = 1
     digits: int = 3
+    also: tuple = ()  # further specs printed with the verdict (same arms), e.g. what the effect cost
 
     def stat(self, root=None) -> tuple[Stat, list[int]]:
         res = load_result(self.file, root=root)
@@ -147,6 +148,9 @@ def describe(claim: Claim, root=None) -> dict:
         return {"verdict": v, "line": f"not measured yet; {source}", "source": source}
     line = (f"**{v}**: {ev.what()} {d.mean:+{f}} [95 % CI {lo:+{f}}, {hi:+{f}}], same sign on {same} of "
             f"{d.n} seeds")
+    for spec in getattr(ev, "also", ()):
+        a = Paired(ev.file, ev.arm, ev.control, spec).stat(root)[0]
+        line += f"; also {spec} {a.mean:+{f}} [{a.ci95()[0]:+{f}}, {a.ci95()[1]:+{f}}]"
     if isinstance(ev, Asymptote):
         line += f"; {ev.extrapolated(root)} of {2 * d.n} fits extrapolated; seeds a ranking would need: {seeds_needed(d)}"
     return {"verdict": v, "stat": d, "ci": (lo, hi), "seeds": seeds, "source": source, "line": f"{line}; {source}"}
@@ -177,9 +181,10 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("The entropy thermostat keeps entropy up", "06", "thermostat rule checked step by step",
           Paired("entropy_collapse", "thermostat", "none", "final:entropy")),
     Claim("Clip-higher slows entropy collapse", "05, 06, 10", "releases ratios in (1.2, 1.28] for A > 0 only",
-          Paired("entropy_mu4", "clip-higher", "none", "mean:entropy")),
+          Paired("entropy_mu4", "clip-higher", "none", "mean:entropy", also=("mean:clip_ratio/high_mean",))),
     Claim("A small entropy bonus (0.01) keeps entropy up", "06", "loss = pg - 0.01 H, checked per step",
-          Paired("entropy_mu4", "bonus 0.01", "none", "mean:entropy")),
+          Paired("entropy_mu4", "bonus 0.01", "none", "mean:entropy", also=("final:entropy",
+                                                                            "change:eval/sampled/pass@8"))),
     Claim("Large beta slows learning", "06", "k1/k2/k3 bias exactly; k3's gradient weight",
           Paired("beta", "beta=0.04", "beta=0.5", "change:eval/sampled/pass@1")),
     Claim("Small beta drifts further from the reference", "06", "exact KL to the starting model",
@@ -197,7 +202,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("DAPO's dynamic sampling helps on its own", "10", "keep masks exactly",
           Paired(_DAPO, "+dynamic-sampling", "grpo", "change:eval/sampled/pass@1")),
     Claim("MaxRL keeps pass@k where GRPO trades it for pass@1", "12", "a rare success gets A = 7 vs GRPO's 2.47",
-          Paired("maxrl_long", "maxrl", "grpo", "change:eval/sampled/pass@8")),
+          Paired("maxrl_long", "maxrl", "grpo", "change:eval/sampled/pass@8", also=("change:eval/sampled/pass@1",))),
     Claim("Recipes can be ranked by a ScaleRL compute fit", "12", "the fit recovers a known curve; extrapolation flagged",
           Asymptote("maxrl_long", "maxrl", "grpo")),
     Claim("The Triton kernel matches fp64 in one pass; the chunked path saves memory", "14",
