@@ -31,7 +31,7 @@ def chain_figure(links: list[dict], *, title: str) -> go.Figure:
         for j, ln in enumerate(mine):
             y = 0.5 - 0.32 * j
             color = ln.get("color", theme.COLORS["accent"])
-            fig.add_annotation(x=i, y=y, ax=i, ay=0.7, xref="x", yref="y", axref="x", ayref="y", showarrow=True,
+            fig.add_annotation(x=i, y=0.7, ax=i, ay=y, xref="x", yref="y", axref="x", ayref="y", showarrow=True,
                                arrowhead=0, arrowcolor=color, text=f"<b>{ln['change']}</b><br>treats: {ln['symptom']}",
                                font=dict(size=12, color=color), bgcolor="rgba(127,127,127,0.08)")
     fig.update_xaxes(visible=False, range=[-0.55, len(STAGES) - 0.45])
