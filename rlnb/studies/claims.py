@@ -258,7 +258,9 @@ def studies_markdown(root=None) -> str:
             out.append(f"### `{name}`\n\nNot measured yet.\n")
             continue
         cfg = res.config
-        out.append(f"### `{name}` ({cfg.get('status', '')}, seeds {_seeds(res.seeds)})\n\n"
+        secs = sum(r.wall_s + r.eval_s for r in res.runs)
+        out.append(f"### `{name}` ({cfg.get('status', '')}, seeds {_seeds(res.seeds)}; {secs / 60:.0f} min of one "
+                   "shared core, training and evaluation)\n\n"
                    f"**Claims:** {'; '.join(cfg.get('claims', []))}. **Setting and search:** {cfg.get('notes', '')}\n\n"
                    + res.summary(list(specs)).to_markdown() + "\n")
         for c in CLAIMS:
