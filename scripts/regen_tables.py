@@ -1,9 +1,10 @@
-"""Rewrite the generated tables: the README's recipe table and docs/knobs.md's knob table.
+"""Rewrite the generated tables: the README's recipe and claims tables and docs/knobs.md's knob table.
 
     python scripts/regen_tables.py
 
-Both come from the declarations (``rlnb.recipes``, ``rlnb.Recipe``'s knobs); tests/test_knobs.py and
-tests/test_recipes.py fail when a committed table differs from what this writes.
+The recipe and knob tables come from the declarations (``rlnb.recipes``, ``rlnb.Recipe``'s knobs), the claims
+table from the results files (``rlnb.studies.claims``); tests/test_knobs.py, tests/test_recipes.py and
+tests/test_claims.py fail when a committed table differs from what this writes.
 """
 
 import re
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import rlnb
 from rlnb.algos.resolve import knob_table_markdown
+from rlnb.studies import claims
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,5 +27,7 @@ def fill(path: Path, marker: str, table: str) -> None:
 
 if __name__ == "__main__":
     fill(ROOT / "README.md", "recipes", rlnb.recipes.table_markdown())
+    fill(ROOT / "README.md", "claims", claims.table_markdown())
+    fill(ROOT / "docs" / "studies.md", "second-attempt", claims.studies_markdown().rstrip("\n"))
     fill(ROOT / "docs" / "knobs.md", "knobs", knob_table_markdown(rlnb.Recipe))
-    print("wrote README.md (recipes) and docs/knobs.md (knobs)")
+    print("wrote README.md (recipes, claims), docs/knobs.md (knobs) and docs/studies.md (second attempt)")

@@ -15,10 +15,12 @@ import pytest
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
 # Chapters held to the rule (the course rewrite adds each chapter here as it lands).
-CHAPTERS: list[str] = ["00", "01", "02", "03", "04", "05", "06", "08", "09", "13", "14", "15"]
+CHAPTERS: list[str] = ["00", "01", "02", "03", "04", "05", "06", "08", "09", "10", "12", "13", "14", "15", "16"]
 
 # Per chapter: typed numbers that are settings or definitions, not measurements (exact strings as found).
-ALLOWED: dict[str, set[str]] = {}
+ALLOWED: dict[str, set[str]] = {
+    "10": {"95 %"}, "12": {"95 %"}, "16": {"95 %"},   # the confidence level of the pre-registered decision rule
+}
 
 _MATH = re.compile(r"\$\$.*?\$\$|\$[^$\n]*\$", re.S)
 _CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)

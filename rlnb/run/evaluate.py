@@ -40,7 +40,8 @@ def completions_for(model, tokenizer, prompts: list[str], *, max_new_tokens: int
 
 def evaluate(model, tokenizer, task, *, n: int = 200, seed: int = 10_000, k: int = 1, greedy: bool = True,
              max_new_tokens: int = 32, temperature: float = 1.0, top_p: float = 1.0) -> dict[str, float]:
-    """pass@1 (and pass@k when k > 1, from k samples per prompt) on ``n`` held-out prompts.
+    """pass@1 (and pass@k when k > 1, from k samples per prompt) on ``n`` held-out prompts. With k > 1,
+    pass@j for the powers of two j < k come from the same k samples (unbiased estimator), for pass@k vs k.
 
     Held-out: prompts come from ``seed`` (training draws from other seeds). Greedy decoding gives one
     completion per prompt, so pass@k needs ``greedy=False``.
@@ -63,7 +64,7 @@ def evaluate(model, tokenizer, task, *, n: int = 200, seed: int = 10_000, k: int
         model.train(was_training)
     correct = [[task.reward(c, a).parts["correct"] > 0 for c in outs_i] for outs_i, a in zip(outs, ds["answer"])]
     res = {"pass@1": sum(sum(c) / len(c) for c in correct) / len(correct)}
-    if k > 1:
-        res[f"pass@{k}"] = sum(pass_at_k(k, sum(c), k) for c in correct) / len(correct)
+    for j in (*(2**i for i in range(1, k.bit_length()) if 2**i < k), k) if k > 1 else ():
+        res[f"pass@{j}"] = sum(pass_at_k(k, sum(c), j) for c in correct) / len(correct)
     res["mean_length"] = sum(len(c) for o in outs for c in o) / max(1, sum(len(o) for o in outs))
     return res

@@ -145,12 +145,12 @@ class Updater:
         return next(self.model.parameters()).device
 
     def mini_batches(self, batch: Batch) -> list[torch.Tensor]:
-        """Row indices of each mini-batch: whole groups, shuffled (prompt-level losses need whole groups)."""
-        if self.num_mini_batches > batch.P:
-            raise ValueError(f"num_mini_batches: expected at most P={batch.P} (one group each), got {self.num_mini_batches}")
+        """Row indices of each mini-batch: whole groups, shuffled (prompt-level losses need whole groups). A batch
+        with fewer groups than ``num_mini_batches`` (dynamic sampling may refill only a few) gets one group per
+        mini-batch."""
         groups = torch.randperm(batch.P, generator=self.generator)        # (P,)
         rows = groups[:, None] * batch.group_size + torch.arange(batch.group_size)  # (P, G)
-        return [r.flatten() for r in torch.tensor_split(rows, self.num_mini_batches)]
+        return [r.flatten() for r in torch.tensor_split(rows, min(self.num_mini_batches, batch.P))]
 
     def step(self, batch: Batch) -> UpdateStats:
         own_old = batch.old_logp is None and self.on_policy  # pi_old from this update's forward, detached

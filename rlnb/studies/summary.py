@@ -67,6 +67,17 @@ class Stat:
     def all_below(self, x: float) -> bool:
         return self.n > 0 and all(v < x for v in self.values)
 
+    def ci95(self) -> tuple[float, float]:
+        """Two-sided 95 % Student-t interval of the mean over seeds (NaN with fewer than 2 seeds).
+
+        >>> [round(v, 3) for v in Stat((1.0, 2.0, 4.0)).ci95()]
+        [-1.462, 6.128]
+        """
+        if self.n < 2:
+            return (math.nan, math.nan)
+        half = t_quantile_975(self.n - 1) * self.std / math.sqrt(self.n)
+        return (self.mean - half, self.mean + half)
+
     def __format__(self, fmt: str) -> str:
         """``mean ± std [min, max]``; one number when every seed agrees, whole numbers without decimals, and
         "-" when no seed measured it (NaN)."""
@@ -82,6 +93,17 @@ class Stat:
 
     def __str__(self) -> str:
         return format(self)
+
+
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+         2.131, 2.120, 2.110, 2.101, 2.093, 2.086)
+
+
+def t_quantile_975(df: int) -> float:
+    """The 0.975 quantile of Student's t with ``df`` degrees of freedom (table to 20, then 1.96 + 2.4 / df)."""
+    if df < 1:
+        raise ValueError(f"df: expected >= 1, got {df!r}")
+    return _T975[df - 1] if df <= len(_T975) else 1.96 + 2.4 / df
 
 
 def parse_spec(spec: str) -> tuple[str, str]:

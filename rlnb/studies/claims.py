@@ -1,0 +1,270 @@
+"""The source articles' claims, each with its chapter, its mechanism check and its training-level evidence.
+
+Evidence is either **live** (a notebook shows it in the run; the text says what) or **shipped**: a
+comparison read from a results file in ``docs/results`` (``Paired``: arm minus control, per seed, on one
+spec; ``Asymptote``: ScaleRL's fitted asymptote per seed). A shipped verdict follows one rule, the one
+``scripts/claim_studies.py`` wrote down before measuring: the mean over seeds of the paired differences
+with a two-sided 95 % Student-t interval; **reproduced** when the interval lies on the claimed side of 0,
+**the opposite** when on the other side, **not reproduced** when it covers 0.
+
+``table_markdown()`` writes the README's claims table from the files (``scripts/regen_tables.py``), so
+it cannot go stale; notebooks print ``describe(claim)`` for the same numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from rlnb.studies.results import load_result
+from rlnb.studies.summary import Stat
+
+Z_POWER = 1.96 + 0.84  # two-sided 5 % test, 80 % power (normal approximation)
+
+
+def seeds_needed(diffs: Stat) -> float:
+    """Seeds a paired comparison needs to detect its observed mean difference with 80 % power at 5 %:
+    ((1.96 + 0.84) sd / |mean|)^2, rounded up (inf when the mean is 0).
+
+    >>> seeds_needed(Stat((0.1, 0.3, 0.2)))        # sd 0.1, mean 0.2
+    2
+    """
+    if diffs.n < 2 or diffs.mean == 0:
+        return math.inf
+    return max(2, math.ceil((Z_POWER * diffs.std / abs(diffs.mean)) ** 2))
+
+
+def verdict(diffs: Stat, sign: int = 1) -> str:
+    """'reproduced', 'the opposite' or 'not reproduced' from the 95 % t-interval of the mean difference.
+
+    >>> verdict(Stat((0.1, 0.2, 0.15))), verdict(Stat((0.1, -0.2, 0.15))), verdict(Stat((0.1, 0.2, 0.15)), -1)
+    ('reproduced', 'not reproduced', 'the opposite')
+    """
+    lo, hi = diffs.ci95()
+    if lo != lo:
+        return "not measured"
+    if (lo > 0 and sign > 0) or (hi < 0 and sign < 0):
+        return "reproduced"
+    if (lo > 0 and sign < 0) or (hi < 0 and sign > 0):
+        return "the opposite"
+    return "not reproduced"
+
+
+def _seeds(seeds: list[int]) -> str:
+    s = sorted(seeds)
+    if not s:
+        return "none yet"
+    return f"{s[0]}-{s[-1]}" if len(s) > 2 and s == list(range(s[0], s[-1] + 1)) else ", ".join(map(str, s))
+
+
+@dataclass(frozen=True)
+class Paired:
+    """``arm`` minus ``control`` per seed on ``spec`` in results file ``file`` (``control=None``: the arm's own
+    value); ``sign`` the claimed direction; ``digits`` for printing."""
+
+    file: str
+    arm: str
+    control: str | None
+    spec: str
+    sign: int = 1
+    digits: int = 3
+    also: tuple = ()  # further specs printed with the verdict (same arms), e.g. what the effect cost
+
+    def stat(self, root=None) -> tuple[Stat, list[int]]:
+        res = load_result(self.file, root=root)
+        d = res.value(self.arm, self.spec) if self.control is None else res.diff(self.arm, self.control, self.spec)
+        return d, res.seeds
+
+    def what(self) -> str:
+        return f"{self.arm}" + (f" - {self.control}" if self.control else "") + f", {self.spec}"
+
+
+def seed_fits(result, arm: str, metric: str = "eval/sampled/pass@1") -> dict:
+    """ScaleRL's curve fitted to each seed's (samples, metric) evaluations of ``arm`` (step 0 fixes R0):
+    seed -> ``ScalingFit``, for the seeds the arm ran."""
+    from rlnb.studies.scaling import fit_sigmoid
+
+    return {r.seed: fit_sigmoid(result.series(arm, r.seed, "eval/samples"), result.series(arm, r.seed, metric))
+            for r in result.runs if r.arm == arm}
+
+
+def seed_asymptotes(result, arm: str, metric: str = "eval/sampled/pass@1") -> tuple[Stat, int]:
+    """The asymptote A of each seed's fit, and how many of those fits are extrapolated (A not determined)."""
+    fits = seed_fits(result, arm, metric)
+    return Stat(tuple(f.A for f in fits.values())), sum(f.extrapolated for f in fits.values())
+
+
+@dataclass(frozen=True)
+class Asymptote:
+    """ScaleRL's fitted asymptote A, ``arm`` minus ``control`` per seed (one fit per seed)."""
+
+    file: str
+    arm: str
+    control: str
+    metric: str = "eval/sampled/pass@1"
+    sign: int = 1
+    digits: int = 3
+
+    def stat(self, root=None) -> tuple[Stat, list[int]]:
+        res = load_result(self.file, root=root)
+        a, b = seed_fits(res, self.arm, self.metric), seed_fits(res, self.control, self.metric)
+        seeds = [s for s in a if s in b]
+        return Stat(tuple(a[s].A - b[s].A for s in seeds)), seeds
+
+    def extrapolated(self, root=None) -> int:
+        res = load_result(self.file, root=root)
+        return sum(seed_asymptotes(res, arm, self.metric)[1] for arm in (self.arm, self.control))
+
+    def what(self) -> str:
+        return f"fitted asymptote A of {self.metric}, {self.arm} - {self.control}"
+
+
+@dataclass(frozen=True)
+class Claim:
+    text: str
+    chapters: str
+    mechanism: str
+    evidence: Paired | Asymptote | str  # a str: live, what the notebook shows
+
+
+def describe(claim: Claim, root=None) -> dict:
+    """The claim's training-level verdict: ``{"verdict", "stat", "ci", "seeds", "source", "line"}``; a live
+    claim gives ``verdict = "live"`` and its text."""
+    ev = claim.evidence
+    if isinstance(ev, str):  # "shipped (...)" for results that are not a StudyResult, else what the chapter shows live
+        kind = "shipped" if ev.startswith("shipped") else "live"
+        return {"verdict": kind, "line": ev if kind == "shipped" else f"live: {ev}", "source": kind}
+    try:
+        d, seeds = ev.stat(root)
+    except FileNotFoundError:
+        return {"verdict": "not measured", "line": f"not measured yet (docs/results/{ev.file}.json.gz missing)",
+                "source": "missing"}
+    v, (lo, hi), f = verdict(d, ev.sign), d.ci95(), f".{ev.digits}f"
+    same = max(sum(x > 0 for x in d.values), sum(x < 0 for x in d.values))
+    status = load_result(ev.file, root=root).config.get("status", "")
+    partial = f"; partial: {status.split(' (')[0]}" if "partial" in status else ""
+    source = f"shipped (docs/results/{ev.file}.json.gz, seeds {_seeds(seeds)}{partial})"
+    if v == "not measured":
+        return {"verdict": v, "line": f"not measured yet; {source}", "source": source}
+    line = (f"**{v}**: {ev.what()} {d.mean:+{f}} [95 % CI {lo:+{f}}, {hi:+{f}}], same sign on {same} of "
+            f"{d.n} seeds")
+    for spec in getattr(ev, "also", ()):
+        a = Paired(ev.file, ev.arm, ev.control, spec).stat(root)[0]
+        line += f"; also {spec} {a.mean:+{f}} [{a.ci95()[0]:+{f}}, {a.ci95()[1]:+{f}}]"
+    if isinstance(ev, Asymptote):
+        line += f"; {ev.extrapolated(root)} of {2 * d.n} fits extrapolated; seeds a ranking would need: {seeds_needed(d)}"
+    return {"verdict": v, "stat": d, "ci": (lo, hi), "seeds": seeds, "source": source, "line": f"{line}; {source}"}
+
+
+_DAPO = "dapo_one_at_a_time"
+CLAIMS: tuple[Claim, ...] = (
+    Claim("A short GRPO run lifts held-out pass@1", "00", "old log-probs equal the update's bit for bit; rewards "
+          "and advantages recomputed by hand", "held-out greedy and sampled pass@1 before/after, seed 0 (also in smoke)"),
+    Claim("Larger G: fewer zero-signal groups, lower baseline error, but not always better", "01, 03",
+          "no-signal share and baseline RMSE against their formulas", "held-out gain at a fixed sample budget, G = 2..16"),
+    Claim("Group normalisation removes shared noise, not per-sample noise", "02",
+          "a shared offset changes GRPO, RLOO, Dr. GRPO advantages by exactly 0", "per-sample vs shared noise, 3 seeds"),
+    Claim("Normalisation cannot create signal the reward lacks", "03", "a pure-noise reward gets unit-size advantages",
+          "a pure-noise reward learns nothing while the real one learns"),
+    Claim("With one update per batch the clip never fires; the loss is ~0 but not its gradient", "05",
+          "ratio 1 on every token; gradient equals REINFORCE with a baseline", "clip share 0 at mu = 1, > 0 with reuse"),
+    Claim("PPO's clip cuts out-of-range tokens' gradient; CISPO keeps it", "05", "which tokens each loss zeroes",
+          "mechanism only"),
+    Claim("The KL term is what holds a policy off a reward loophole", "07", "the loophole verifier scores a hack 1",
+          "shipped (docs/results/reward_hacking.json, 3 seeds): chapter 07 prints the verdict"),
+    Claim("A critic (PPO) vs a group baseline (GRPO) at equal samples", "04", "GAE telescopes to Monte Carlo at "
+          "lambda = 1, exactly", "shipped (docs/results/ppo_vs_grpo.json, 3 seeds): chapter 04 prints it"),
+    Claim("Finer credit (VinePPO) vs uniform credit at equal sampled tokens", "09", "credit sums to reward minus "
+          "V(prompt), exactly", "shipped (docs/results/credit_race.json, 3 seeds): chapter 09 prints it"),
+    Claim("Several updates per batch collapse entropy", "06", "thermostat rule checked step by step",
+          Paired("entropy_collapse", "none", None, "change:entropy", -1)),
+    Claim("The entropy thermostat keeps entropy up", "06", "thermostat rule checked step by step",
+          Paired("entropy_collapse", "thermostat", "none", "final:entropy")),
+    Claim("Clip-higher slows entropy collapse", "05, 06, 10", "releases ratios in (1.2, 1.28] for A > 0 only",
+          Paired("entropy_mu4", "clip-higher", "none", "mean:entropy", also=("mean:clip_ratio/high_mean",))),
+    Claim("A small entropy bonus (0.01) keeps entropy up", "06", "loss = pg - 0.01 H, checked per step",
+          Paired("entropy_mu4", "bonus 0.01", "none", "mean:entropy", also=("final:entropy",
+                                                                            "change:eval/sampled/pass@8"))),
+    Claim("Large beta slows learning", "06", "k1/k2/k3 bias exactly; k3's gradient weight",
+          Paired("beta", "beta=0.04", "beta=0.5", "change:eval/sampled/pass@1")),
+    Claim("Small beta drifts further from the reference", "06", "exact KL to the starting model",
+          Paired("beta", "beta=0", "beta=0.5", "final:eval/kl_to_init")),
+    Claim("seq-mean-token-mean makes wrong answers longer", "08", "a long wrong token gets 5/24 of a short one's push",
+          Paired("length_bias", "seq-mean-token-mean", "token-mean", "mean:completions/mean_length_wrong", 1, 2)),
+    Claim("Dynamic sampling puts more groups with signal in each update", "10", "keep masks exactly",
+          Paired("dynamic_sampling", "grpo+dynamic-sampling", "grpo", "mean:groups_with_signal", 1, 2)),
+    Claim("DAPO's clip-higher helps on its own", "10", "releases ratios in (1.2, 1.28] for A > 0 only",
+          Paired(_DAPO, "+clip-higher", "grpo", "change:eval/sampled/pass@1")),
+    Claim("DAPO's token-level loss helps on its own", "08, 10", "per-token weights exactly",
+          Paired(_DAPO, "+token-mean", "grpo", "change:eval/sampled/pass@1")),
+    Claim("DAPO's overlong filtering helps on its own", "10", "keep masks exactly",
+          Paired(_DAPO, "+overlong-filter", "grpo", "change:eval/sampled/pass@1")),
+    Claim("DAPO's dynamic sampling helps on its own", "10", "keep masks exactly",
+          Paired(_DAPO, "+dynamic-sampling", "grpo", "change:eval/sampled/pass@1")),
+    Claim("MaxRL keeps pass@k where GRPO trades it for pass@1", "12", "a rare success gets A = 7 vs GRPO's 2.47",
+          Paired("maxrl_long", "maxrl", "grpo", "change:eval/sampled/pass@8", also=("change:eval/sampled/pass@1",))),
+    Claim("Recipes can be ranked by a ScaleRL compute fit", "12", "the fit recovers a known curve; extrapolation flagged",
+          Asymptote("maxrl_long", "maxrl", "grpo")),
+    Claim("The Triton kernel matches fp64 in one pass; the chunked path saves memory", "14",
+          "log-prob and gradient against fp64 in Triton's interpreter", "memory at V = 151936 measured in the run"),
+)
+
+
+def table_markdown(root=None) -> str:
+    """The README's claims table, every shipped row read from its results file."""
+    rows = ["| claim | ch | mechanism (exact, fixed batch) | training level: verdict, effect [95 % CI]; evidence |",
+            "|---|---|---|---|"]
+    for c in CLAIMS:
+        rows.append(f"| {c.text} | {c.chapters} | {c.mechanism} | {describe(c, root)['line']} |")
+    return "\n".join(rows)
+
+
+def race_power(result, spec: str = "final:eval/sampled/pass@1", reference: str = "grpo") -> dict:
+    """How many seeds per recipe a race would need to tell each recipe from ``reference`` on ``spec``.
+
+    The seed-to-seed spread is pooled over every recipe (each recipe's variance over its seeds, averaged), the
+    gap is each recipe's mean minus the reference's; seeds per recipe for a two-sample comparison at 5 % with
+    80 % power: 2 ((1.96 + 0.84) sd / |gap|)^2. Returns ``{"sd": pooled sd, "df": its degrees of freedom,
+    "arms": {arm: (gap, seeds needed)}}``, arms sorted from the largest gap."""
+    stats = {a: result.value(a, spec) for a in result.arms}
+    var = [s.std ** 2 for s in stats.values() if s.n > 1]
+    sd = math.sqrt(sum(var) / len(var)) if var else math.nan
+    df = sum(s.n - 1 for s in stats.values() if s.n > 1)
+    ref = stats[reference].mean
+    gaps = {a: s.mean - ref for a, s in stats.items() if a != reference}
+    need = {a: (g, math.ceil(2 * (Z_POWER * sd / abs(g)) ** 2) if g else math.inf) for a, g in gaps.items()}
+    return {"sd": sd, "df": df, "arms": dict(sorted(need.items(), key=lambda kv: -abs(kv[1][0])))}
+
+
+SECOND_ATTEMPT = {  # the studies of scripts/claim_studies.py and the numbers docs/studies.md tabulates for each
+    "entropy_mu4": ("start:entropy", "mean:entropy", "final:entropy", "mean:clip_ratio/region_mean",
+                    "mean:clip_ratio/high_mean", "change:eval/sampled/pass@8", "change:eval/sampled/pass@1"),
+    "maxrl_long": ("change:eval/sampled/pass@1", "change:eval/sampled/pass@8", "change:eval/sampled/pass@16",
+                   "final:entropy", "mean:clip_ratio/region_mean"),
+    "dapo_one_at_a_time": ("change:eval/sampled/pass@1", "change:eval/greedy/pass@1", "mean:frac_reward_zero_std",
+                           "mean:completions/clipped_ratio", "mean:clip_ratio/high_mean",
+                           "mean:completions/mean_length_wrong", "max:step"),
+}
+
+
+def studies_markdown(root=None) -> str:
+    """docs/studies.md's section on the second attempts: per study its setting notes, status, a table of mean ±
+    sd [min, max] over seeds, and the verdict of each claim it tests (generated, so it cannot go stale)."""
+    out = []
+    for name, specs in SECOND_ATTEMPT.items():
+        try:
+            res = load_result(name, root=root)
+        except FileNotFoundError:
+            out.append(f"### `{name}`\n\nNot measured yet.\n")
+            continue
+        cfg = res.config
+        secs = sum(r.wall_s + r.eval_s for r in res.runs)
+        out.append(f"### `{name}` ({cfg.get('status', '')}, seeds {_seeds(res.seeds)}; {secs / 60:.0f} min of one "
+                   "shared core, training and evaluation)\n\n"
+                   f"**Claims:** {'; '.join(cfg.get('claims', []))}. **Setting and search:** {cfg.get('notes', '')}\n\n"
+                   + res.summary(list(specs)).to_markdown() + "\n")
+        for c in CLAIMS:
+            if not isinstance(c.evidence, str) and c.evidence.file == name:
+                out.append(f"- *{c.text}*: {describe(c, root)['line']}")
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
