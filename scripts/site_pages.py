@@ -155,12 +155,19 @@ def write_pages(src: Path, runs: dict, mode: str) -> None:
     # the notebooks' own light and dark templates, which the page picks by its scheme
     templates = {k: pio.templates[t].to_plotly_json() for k, t in TEMPLATES.items()}
     (assets / "rlnb-templates.js").write_text(f"window.RLNB_TEMPLATES = {to_json_plotly(templates)};\n")
+    try:  # MathJax 2 from pip (the 'site' extra): equations typeset with no CDN; without it they stay TeX source
+        import jupyter_server_mathjax
+
+        shutil.copytree(Path(jupyter_server_mathjax.__file__).parent / "static", assets / "mathjax", dirs_exist_ok=True)
+    except ImportError:
+        print("site: jupyter-server-mathjax is not installed: equations show as TeX source", flush=True)
 
 
 def config(books: list[Path], out: Path) -> str:
     """mkdocs.yml of the staged sources (JSON is YAML): chapters in order, then the guides."""
     chapters = [{_title(ROOT / "notebooks" / b.name): f"chapters/{b.name}"} for b in books]
-    guides = [{n.replace("_", " ").capitalize(): f"{n}.md"} for n in GUIDES]
+    titles = {"cheatsheet": "Cheat sheet", "teaching": "Teacher's guide", "knobs": "Knobs", "lab": "The lab"}
+    guides = [{titles.get(n, n.replace("_", " ").capitalize()): f"{n}.md"} for n in GUIDES]
     cfg = {
         "site_name": "rlnb: RL for LLM reasoning", "docs_dir": "pages", "site_dir": str(out),
         "nav": [{"Home": "index.md"}, {"Chapters": chapters}, {"Guides": guides}],
@@ -173,8 +180,11 @@ def config(books: list[Path], out: Path) -> str:
         "plugins": ["search",
                     {"mkdocs-jupyter": {"execute": False, "include_source": True, "include_requirejs": False,
                                         "ignore_h1_titles": True}}],
-        "markdown_extensions": ["tables", "admonition", "attr_list", "md_in_html", "toc"],
-        "extra_javascript": ["assets/plotly.min.js", "assets/rlnb-templates.js", "assets/rlnb-figures.js"],
+        # arithmatex keeps markdown from reading _ and * inside $...$ as emphasis
+        "markdown_extensions": ["tables", "admonition", "attr_list", "md_in_html", "toc",
+                                {"pymdownx.arithmatex": {"generic": True}}],
+        "extra_javascript": ["assets/plotly.min.js", "assets/rlnb-templates.js", "assets/rlnb-figures.js",
+                             "assets/rlnb-math.js"],
         "extra_css": ["assets/rlnb.css"],
     }
     return json.dumps(cfg, indent=1)

@@ -65,6 +65,8 @@ def test_each_page_draws_its_figures_in_light_and_dark(site, page, name):
         figures = wait_drawn(page, which)
         if name == "glossary":
             assert figures == [] and page.locator("h1").first.inner_text().startswith("Glossary")
+            # equations typeset by the MathJax the site serves (no CDN), not left as TeX source
+            page.locator(".arithmatex .MathJax").first.wait_for()
         else:
             assert figures, f"{name}: expected plotly figures on the page"
             assert all(f["plotted"] and f["traces"] > 0 for f in figures), f"{name} ({which}): {figures}"
