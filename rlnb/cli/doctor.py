@@ -91,8 +91,12 @@ def probe_lab_extensions() -> list[Path]:
 
 
 def probe_runtimes() -> dict:
-    """docs/results/runtimes.json of the course folder ({} when rlnb was installed without it)."""
-    return json.loads(RUNTIMES.read_text()) if RUNTIMES.is_file() else {}
+    """docs/results/runtimes.json of the course folder: next to the package (a clone's editable install), else in the
+    current folder (rlnb installed from a wheelhouse, the doctor run in the copied course folder); {} in neither."""
+    for path in (RUNTIMES, Path.cwd() / notebook.RUNTIMES):
+        if path.is_file():
+            return json.loads(path.read_text())
+    return {}
 
 
 def step_seconds(steps: int = 5, **size) -> float:
@@ -195,7 +199,7 @@ def predict(runtimes: dict, seconds: float | None) -> list[Result]:
 def chapter_results(runtimes: dict, seconds: float | None) -> list[Result]:
     if not runtimes:
         return [Result("chapters", "note", "no runtime results to predict from",
-                       f"run rlnb doctor from a clone of the course ({RUNTIMES.relative_to(RUNTIMES.parents[2])})")]
+                       f"run rlnb doctor in the course folder (the one holding {notebook.RUNTIMES})")]
     out = predict(runtimes, seconds)
     if not any(e.get("step_seconds") for e in runtimes.values()):
         why = ("no step time was recorded with the measurements" if seconds is not None
