@@ -25,7 +25,7 @@ CPU_WHEEL = f"pip install torch=={TORCH_PIN} --index-url https://download.pytorc
 MINIMUM = {"ipywidgets": "8.1", "anywidget": "0.9", "plotly": "5.22", "jupyterlab": "4.2"}
 # The JupyterLab extensions that draw the widgets: without them a widget cell prints its repr, not a slider.
 LAB_EXTENSIONS = {"ipywidgets": "@jupyter-widgets/jupyterlab-manager", "anywidget": "anywidget"}
-RUNTIMES = Path(__file__).resolve().parents[2] / notebook.RUNTIMES  # in the course folder, not in a wheel
+RUNTIMES = Path(__file__).resolve().parents[2] / notebook.RUNTIMES  # a clone's; probe_runtimes also looks in cwd
 SLOW_CHAPTER_S = 15 * 60  # a chapter predicted to take longer than this will not fit a workshop slot
 
 
@@ -93,10 +93,8 @@ def probe_lab_extensions() -> list[Path]:
 def probe_runtimes() -> dict:
     """docs/results/runtimes.json of the course folder: next to the package (a clone's editable install), else in the
     current folder (rlnb installed from a wheelhouse, the doctor run in the copied course folder); {} in neither."""
-    for path in (RUNTIMES, Path.cwd() / notebook.RUNTIMES):
-        if path.is_file():
-            return json.loads(path.read_text())
-    return {}
+    path = notebook.course_path(notebook.RUNTIMES)
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def step_seconds(steps: int = 5, **size) -> float:
