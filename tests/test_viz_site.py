@@ -80,3 +80,22 @@ def test_a_redraw_updates_the_page_that_shows_the_widget_and_no_other(backend, m
 def test_a_live_figure_outside_site_mode_updates_nothing():
     live = LiveFigure(go.Figure(go.Scatter(y=[1])), backend="static")
     assert site._shown == [] and live.n_renders == 1  # render ran; nothing was shown, nothing to update
+
+
+def test_activated_the_progress_bar_is_text_on_stdout_and_figures_use_the_site_renderer(monkeypatch):
+    import io
+
+    import plotly.io as pio
+    import tqdm.auto
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", tqdm.auto.tqdm)  # put back after the test
+    monkeypatch.setattr(pio.renderers, "default", pio.renderers.default)
+    out = io.StringIO()
+    monkeypatch.setattr("sys.stdout", out)
+    site.activate()
+    from tqdm.auto import tqdm as bar
+
+    for _ in bar(range(3), desc="grpo", mininterval=0):
+        pass
+    assert "grpo: 100%" in out.getvalue() and "3/3" in out.getvalue()
+    assert pio.renderers.default == site.RENDERER

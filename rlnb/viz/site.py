@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import html
 import os
+import sys
 import weakref
 
 import ipywidgets as widgets
@@ -138,7 +139,14 @@ def activate() -> None:
 
     pio.renderers[RENDERER] = _renderer()
     pio.renderers.default = RENDERER
-    tqdm.auto.tqdm = tqdm.std.tqdm  # rlnb imports tqdm.auto's bar when a run starts, so it gets this one
+    class TextBar(tqdm.std.tqdm):
+        """tqdm's text bar on stdout: a page shows stderr as an error (red), and a finished bar is no error."""
+
+        def __init__(self, *args, **kwargs):
+            kwargs.setdefault("file", sys.stdout)
+            super().__init__(*args, **kwargs)
+
+    tqdm.auto.tqdm = TextBar  # rlnb imports tqdm.auto's bar when a run starts, so it gets this one
     try:
         from IPython import get_ipython
     except ImportError:
