@@ -4,7 +4,7 @@ the cheat sheet and the guides in docs/. Offline: nothing is fetched, plotly.js 
     python scripts/build_site.py                   # every notebook in smoke mode -> build/site/ (make site)
     python scripts/build_site.py --full            # full mode: the numbers the chapters teach (~45 min, 2 cores)
     python scripts/build_site.py --only 00 03      # a few notebooks (the CI test); the others are left out
-    python scripts/build_site.py --reuse           # keep executed notebooks newer than their source
+    python scripts/build_site.py --reuse           # keep executed notebooks newer than their source notebook
 
 Open build/site/index.html in a browser (pages, figures and navigation work from file://, e.g. a USB stick), or
 serve it for the search too: ``python -m http.server -d build/site 8000`` (the search runs in a web worker, which
@@ -125,24 +125,26 @@ def page_notebook(executed: Path, dest: Path, provenance: str) -> None:
     nbformat.write(nb, dest)
 
 
-def build(only: list[str], smoke: bool, reuse: bool, out: Path) -> dict:
+def build(only: list[str], smoke: bool, reuse: bool, out: Path, work: Path = BUILD) -> dict:
+    """Execute (or reuse) the notebooks, stage the pages in ``work``, run mkdocs into ``out``; returns each chapter's
+    run: mode, seconds, date and machine."""
     mode = "smoke" if smoke else "full"
-    stage, cache = BUILD / "site-src", BUILD / f"site-executed-{mode}"
+    stage, cache = work / "site-src", work / f"site-executed-{mode}"
     src = stage / "pages"  # mkdocs' docs_dir: the staged pages
     shutil.rmtree(stage, ignore_errors=True)
     runs, books = {}, notebooks(only)
     for book in books:
-        executed = cache / book.name
-        if reuse and executed.is_file() and executed.stat().st_mtime > book.stat().st_mtime:
-            print(f"{book.stem}: reusing {executed.relative_to(ROOT)}", flush=True)
-            seconds = json.loads(executed.with_suffix(".json").read_text())["seconds"]
+        executed, record = cache / book.name, cache / f"{book.stem}.json"  # the run's mode, time and machine
+        # reuse compares with the notebook only: after changing rlnb itself, build without --reuse
+        if reuse and record.is_file() and executed.is_file() and executed.stat().st_mtime > book.stat().st_mtime:
+            print(f"{book.stem}: reusing {executed}", flush=True)
         else:
             print(f"{book.stem}: executing in {mode} mode ...", flush=True)
             seconds = execute(book, executed, smoke)
-            executed.with_suffix(".json").write_text(json.dumps({"seconds": seconds}))
-        when = datetime.datetime.fromtimestamp(executed.stat().st_mtime, datetime.timezone.utc)
-        runs[book.stem] = {"mode": mode, "seconds": round(seconds, 1), "date": when.strftime("%Y-%m-%d %H:%M UTC"),
-                           "machine": site_pages.machine()}
+            now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+            record.write_text(json.dumps({"mode": mode, "seconds": round(seconds, 1), "date": now,
+                                          "machine": site_pages.machine()}))
+        runs[book.stem] = json.loads(record.read_text())
         page_notebook(executed, src / "chapters" / book.name, site_pages.run_note(runs[book.stem]))
     site_pages.write_pages(src, runs, mode)
     (stage / "mkdocs.yml").write_text(site_pages.config(books, out))

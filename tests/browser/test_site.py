@@ -29,9 +29,10 @@ def build_site_module():
 def site(browser_requirements, tmp_path_factory):
     pytest.importorskip("mkdocs_jupyter", reason="the site builder is not installed (pip install -e '.[site]')")
     built = os.environ.get("RLNB_SITE_BUILT")  # a site built already (python scripts/build_site.py --only 00)
-    out = Path(built) if built else tmp_path_factory.mktemp("site") / "site"
+    work = tmp_path_factory.mktemp("site")
+    out = Path(built) if built else work / "site"
     if not built:
-        runs = build_site_module().build(["00"], smoke=True, reuse=False, out=out)
+        runs = build_site_module().build(["00"], smoke=True, reuse=False, out=out, work=work)
         assert set(runs) == {"00_start_here"} and runs["00_start_here"]["mode"] == "smoke"
     server = SiteServer(out)
     yield server
