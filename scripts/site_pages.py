@@ -172,7 +172,8 @@ def config(books: list[Path], out: Path) -> str:
         "site_name": "rlnb: RL for LLM reasoning", "docs_dir": "pages", "site_dir": str(out),
         "nav": [{"Home": "index.md"}, {"Chapters": chapters}, {"Guides": guides}],
         "theme": {"name": "material", "font": False,  # no Google Fonts: the site makes no outside request
-                  "features": ["navigation.footer", "navigation.top", "search.highlight", "content.code.copy"],
+                  "features": ["navigation.footer", "navigation.top", "search.highlight", "content.code.copy",
+                               "toc.integrate"],  # the contents in the left column: the figures get its width
                   "palette": [
                       {"scheme": "default", "toggle": {"icon": "material/weather-night", "name": "Dark"}},
                       {"scheme": "slate", "toggle": {"icon": "material/weather-sunny", "name": "Light"}}]},
