@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 # takes that; elsewhere set TORCH_INDEX=https://download.pytorch.org/whl/cpu to avoid a multi-GB CUDA build.
 TORCH_SPEC  ?= torch==2.13.0
 TORCH_INDEX ?=
-EXTRAS ?= dev,triton,browser,trl,peft
+EXTRAS ?= dev,triton,browser,trl,peft,site
 # what a learner needs for every notebook (15_your_own_model runs TRL and PEFT); the wheelhouse and its README
 # command use these, tests/test_wheelhouse.py keeps them equal
 COURSE_EXTRAS ?= triton,trl,peft
@@ -22,7 +22,7 @@ export OMP_WAIT_POLICY := PASSIVE
 export TOKENIZERS_PARALLELISM := false
 export HF_HUB_OFFLINE := 1
 
-.PHONY: install lab train test test-fast wheelhouse clean
+.PHONY: install lab train test test-fast site site-full wheelhouse clean
 
 install: $(STAMP)
 
@@ -45,6 +45,16 @@ test: install  ## everything CI runs: unit tests, doctests, notebooks (smoke mod
 
 test-fast: install  ## unit tests and doctests only
 	$(BIN)/python -m pytest -q -ra -n $(WORKERS) --dist loadfile -m "not slow and not browser" tests rlnb
+
+# The course as a website in build/site/ (open build/site/index.html, or serve it for the search:
+# python -m http.server -d build/site). Smoke mode: every notebook runs in seconds, the pages say so; executed notebooks
+# are kept in build/ and reused while newer than their notebook (after changing rlnb itself: rm -rf build/site-*).
+# site-full: the chapters' full-mode numbers (~45 min on 2 cores).
+site: install  ## the course website from every notebook in smoke mode, offline
+	$(BIN)/python scripts/build_site.py --reuse
+
+site-full: install  ## the course website from every notebook in full mode
+	$(BIN)/python scripts/build_site.py --full --reuse
 
 # Every wheel the course needs, CPU torch included, for a room without internet: copy the folder (and the repository)
 # to a USB stick; learners run  pip install --no-index --find-links wheelhouse "rlnb[$(COURSE_EXTRAS)]".

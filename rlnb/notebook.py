@@ -50,10 +50,23 @@ class Stopwatch:
 RUNTIMES = "docs/results/runtimes.json"  # written by scripts/measure_runtimes.py (full mode, one machine)
 
 
-def _repo_file(rel: str):
+def course_path(rel: str, *, cwd=None):
+    """``rel`` (e.g. ``"docs/results/beta.json.gz"``) in the course folder: beside the package in a clone (an editable
+    install), else in the current folder or one above it (rlnb installed from a wheelhouse into site-packages, the
+    notebooks run from the copied course's ``notebooks/``). Where it is in neither, the clone's path, so the error
+    that follows names where the file belongs.
+
+    >>> course_path("rlnb/notebook.py").name
+    'notebook.py'
+    """
     from pathlib import Path
 
-    return Path(__file__).resolve().parents[1] / rel
+    beside = Path(__file__).resolve().parents[1] / rel
+    if beside.exists():
+        return beside
+    here = Path.cwd() if cwd is None else Path(cwd)
+    found = [f / rel for f in (here, *here.parents) if (f / rel).exists()]
+    return found[0] if found else beside
 
 
 def runtime_line(name: str, *, path=None) -> str:
@@ -66,7 +79,7 @@ def runtime_line(name: str, *, path=None) -> str:
     import json
     from pathlib import Path
 
-    p = Path(path) if path is not None else _repo_file(RUNTIMES)
+    p = Path(path) if path is not None else course_path(RUNTIMES)
     entry = json.loads(p.read_text()).get(name) if p.is_file() else None
     if not entry:
         return f"Runtime: not measured yet in full mode (run `python scripts/measure_runtimes.py {name}`)."

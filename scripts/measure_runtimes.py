@@ -4,13 +4,16 @@
     python scripts/measure_runtimes.py 00_start_here 04_ppo_critic_and_gae
     python scripts/measure_runtimes.py --save test-artifacts/executed 04    # also keep the executed notebooks
     python scripts/measure_runtimes.py --readme                             # only rewrite the README's column
+    python scripts/measure_runtimes.py --step-seconds                       # only (re)time the 5-step reference
 
 Each entry: seconds (wall, kernel start included), date, machine (cores, CPU model), the 1-minute load
 average at the start, the share of CPU time that niced background work took during the run (``niced_share``,
 from /proc/stat: a number near 0 means the notebook had the cores to itself whatever the load average says)
 and the slowest cells, so a reader can judge the number and a writer knows where the time goes. ``step_seconds``:
 the median GRPO step of the default model on that machine at that moment (``rlnb.cli.doctor.step_seconds``),
-so `rlnb doctor` can scale each runtime to a learner's laptop. Entries of notebooks not run are kept. The notebooks'
+so `rlnb doctor` can scale each runtime to a learner's laptop (``step_load``: the load average while it was timed).
+``--step-seconds`` records only that timing, into the entries measured on this same machine, without running any
+notebook (entries measured before step times were recorded get theirs this way). Entries of notebooks not run are kept. The notebooks'
 "Runtime" line and the README table read this file (``rlnb.notebook.runtime_line``).
 """
 
@@ -108,7 +111,29 @@ def readme_table(results: dict, text: str) -> str:
     return head + "<!-- notebooks:start -->\n" + "\n".join(rows) + "\n" + note + "<!-- notebooks:end -->" + tail
 
 
+def record_step_seconds(results: dict, here: str, repeats: int = 5) -> list[str]:
+    """Time the 5-step reference now and write it into each entry measured on machine ``here``; returns those.
+    The fastest of ``repeats`` timings: other work on the machine only ever slows a step down, so the fastest is
+    the closest to the quiet machine the runtimes were measured on (``step_load``: the load average meanwhile)."""
+    from rlnb.cli.doctor import step_seconds
+
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as `make` runs everything (spinning threads on a busy
+    load = os.getloadavg()[0]                             # machine made a step 5-10x slower)
+    step = round(min(step_seconds(5) for _ in range(repeats)), 3)
+    names = [n for n, e in results.items() if e.get("machine") == here]
+    for n in names:
+        results[n].update(step_seconds=step, step_load=round(load, 2))
+    print(f"step_seconds {step} (load {load:.1f}) recorded for {len(names)} of {len(results)} entries "
+          f"(those measured on {here})", flush=True)
+    return names
+
+
 def main(names: list[str]) -> int:
+    if names == ["--step-seconds"]:
+        results = json.loads(OUT.read_text())
+        record_step_seconds(results, machine())
+        OUT.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+        return 0
     if names == ["--readme"]:
         README.write_text(readme_table(json.loads(OUT.read_text()), README.read_text()))
         return 0
@@ -122,11 +147,11 @@ def main(names: list[str]) -> int:
     results = json.loads(OUT.read_text()) if OUT.is_file() else {}
     step = None
     for book in books:
+        load = os.getloadavg()[0]
         if step is None:  # once per run, when there is a notebook to measure, on the machine that measures it
             from rlnb.cli.doctor import step_seconds
 
-            step = round(step_seconds(5), 3)
-        load = os.getloadavg()[0]
+            step, step_load = round(step_seconds(5), 3), round(load, 2)
         print(f"{book.stem}: running in full mode (load {load:.1f}) ...", flush=True)
         nice0, total0 = cpu_times()
         seconds, slow = run_one(book, save)
@@ -134,7 +159,7 @@ def main(names: list[str]) -> int:
         niced = (nice1 - nice0) / max(total1 - total0, 1)
         results[book.stem] = {"seconds": round(seconds, 1), "date": datetime.date.today().isoformat(),
                               "machine": machine(), "load": round(load, 2), "niced_share": round(niced, 3),
-                              "slowest_cells": slow, "step_seconds": step}
+                              "slowest_cells": slow, "step_seconds": step, "step_load": step_load}
         print(f"{book.stem}: {seconds:.0f} s (niced background work took {niced:.0%} of the CPU; "
               f"slowest cells {slow})", flush=True)
         OUT.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")  # kept even if a later one fails

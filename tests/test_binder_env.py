@@ -130,3 +130,23 @@ def test_the_doctor_recommends_the_pinned_torch():
     from rlnb.cli.doctor import TORCH_PIN
 
     assert torch_spec() == SpecifierSet(f"=={TORCH_PIN}"), "rlnb/cli/doctor.py: TORCH_PIN differs from TORCH_SPEC"
+
+
+@pytest.mark.parametrize("source", ["binder/requirements.txt", "environment.yml"])
+def test_pip_resolves_the_pins_together_with_this_environment(source, tmp_path):
+    """Beyond comparing pins line by line: pip's resolver, with no index, finds one set of versions that satisfies
+    every line at once (and their own dependencies) among what this environment, the one the tests pass in, holds."""
+    import subprocess
+    import sys
+
+    if source.endswith(".yml"):
+        (pip,) = [d["pip"] for d in yaml.safe_load((ROOT / source).read_text())["dependencies"] if isinstance(d, dict)]
+        lines = [ln for ln in pip if not ln.startswith(("-e ", "--"))]  # rlnb itself: this working tree
+    else:
+        lines = [ln for ln in (ROOT / source).read_text().splitlines() if not ln.startswith("--")]
+    reqs = tmp_path / "requirements.txt"
+    reqs.write_text("\n".join(lines) + "\n")
+    out = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-index", "-r", str(reqs)],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert out.returncode == 0, f"{source}: pip cannot resolve it here:\n{out.stderr[-2000:]}"
+    assert "Would install" not in out.stdout, f"{source}: needs versions this environment lacks:\n{out.stdout[-800:]}"

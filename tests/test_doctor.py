@@ -128,6 +128,17 @@ def test_no_runtime_results_is_a_note_not_a_problem():
     assert note.status == "note" and "runtimes.json" in note.fix
 
 
+def test_installed_from_a_wheel_the_doctor_reads_the_runtimes_of_the_course_folder_it_runs_in(monkeypatch, tmp_path):
+    rel = "docs/results/only_in_the_copied_course.json"  # not beside the package: as after a wheelhouse install
+    monkeypatch.setattr(doctor.notebook, "RUNTIMES", rel)
+    (tmp_path / "notebooks").mkdir()
+    monkeypatch.chdir(tmp_path / "notebooks")  # where JupyterLab runs the notebooks
+    assert doctor.probe_runtimes() == {}
+    (tmp_path / "docs" / "results").mkdir(parents=True)
+    (tmp_path / rel).write_text('{"00_a": {"seconds": 60.0, "step_seconds": 1.0}}')
+    assert doctor.probe_runtimes() == {"00_a": {"seconds": 60.0, "step_seconds": 1.0}}
+
+
 def test_the_shipped_runtime_results_have_what_the_predictions_read():
     runtimes = json.loads(doctor.RUNTIMES.read_text())
     assert runtimes and all(isinstance(e["seconds"], (int, float)) and e["seconds"] > 0 for e in runtimes.values())

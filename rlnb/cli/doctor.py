@@ -25,7 +25,7 @@ CPU_WHEEL = f"pip install torch=={TORCH_PIN} --index-url https://download.pytorc
 MINIMUM = {"ipywidgets": "8.1", "anywidget": "0.9", "plotly": "5.22", "jupyterlab": "4.2"}
 # The JupyterLab extensions that draw the widgets: without them a widget cell prints its repr, not a slider.
 LAB_EXTENSIONS = {"ipywidgets": "@jupyter-widgets/jupyterlab-manager", "anywidget": "anywidget"}
-RUNTIMES = Path(__file__).resolve().parents[2] / notebook.RUNTIMES  # in the course folder, not in a wheel
+RUNTIMES = Path(__file__).resolve().parents[2] / notebook.RUNTIMES  # a clone's; probe_runtimes also looks in cwd
 SLOW_CHAPTER_S = 15 * 60  # a chapter predicted to take longer than this will not fit a workshop slot
 
 
@@ -91,8 +91,10 @@ def probe_lab_extensions() -> list[Path]:
 
 
 def probe_runtimes() -> dict:
-    """docs/results/runtimes.json of the course folder ({} when rlnb was installed without it)."""
-    return json.loads(RUNTIMES.read_text()) if RUNTIMES.is_file() else {}
+    """docs/results/runtimes.json of the course folder: next to the package (a clone's editable install), else in the
+    current folder (rlnb installed from a wheelhouse, the doctor run in the copied course folder); {} in neither."""
+    path = notebook.course_path(notebook.RUNTIMES)
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def step_seconds(steps: int = 5, **size) -> float:
@@ -195,7 +197,7 @@ def predict(runtimes: dict, seconds: float | None) -> list[Result]:
 def chapter_results(runtimes: dict, seconds: float | None) -> list[Result]:
     if not runtimes:
         return [Result("chapters", "note", "no runtime results to predict from",
-                       f"run rlnb doctor from a clone of the course ({RUNTIMES.relative_to(RUNTIMES.parents[2])})")]
+                       f"run rlnb doctor in the course folder (the one holding {notebook.RUNTIMES})")]
     out = predict(runtimes, seconds)
     if not any(e.get("step_seconds") for e in runtimes.values()):
         why = ("no step time was recorded with the measurements" if seconds is not None

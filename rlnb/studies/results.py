@@ -17,12 +17,15 @@ SUFFIXES = (".json.gz", ".json")
 
 
 def results_dir(root=None) -> Path:
-    """``root`` if given, else ``$RLNB_RESULTS`` if set, else ``<repo>/docs/results`` of this checkout."""
+    """``root`` if given, else ``$RLNB_RESULTS`` if set, else ``docs/results`` of the course folder (this checkout,
+    or the copied course a wheelhouse install runs in: ``rlnb.notebook.course_path``)."""
     if root is not None:
         return Path(root)
     if os.environ.get("RLNB_RESULTS"):
         return Path(os.environ["RLNB_RESULTS"])
-    return Path(__file__).resolve().parents[2] / "docs" / "results"
+    from rlnb.notebook import course_path
+
+    return course_path("docs/results")
 
 
 def result_names(root=None) -> list[str]:

@@ -16,9 +16,11 @@ Three layers, each importing only the ones above it:
 
 ``set_backend("widget" | "static" | "auto")``: FigureWidget, or a plain figure redrawn into an ``Output`` where
 FigureWidget cannot load (chosen automatically in Colab and VS Code). ``set_theme("light" | "dark")``: plotly
-does not follow JupyterLab's theme. ``show_source(fn)``: the live source of a library function, highlighted.
+does not follow JupyterLab's theme. ``show_source(fn)``: the live source of a library function, highlighted. ``site``: with ``RLNB_SITE=1``, figures
+and widgets display as static HTML that the course website draws (``scripts/build_site.py``).
 """
 
+from rlnb.viz import site
 from rlnb.viz.backend import get_backend, set_backend
 from rlnb.viz.explorers import (
     AdvantageExplorer,
@@ -38,6 +40,10 @@ from rlnb.viz.figures.seeds import seed_bands, seed_bars
 from rlnb.viz.figures.theme import get_theme, set_theme
 from rlnb.viz.live import Dashboard, Lab
 from rlnb.viz.source import show_source
+
+if site.active():  # RLNB_SITE=1: notebooks executed for the course website (rlnb.viz.site)
+    site.activate()
+    set_backend("static")
 
 __all__ = [
     "AdvantageExplorer", "AggregationExplorer", "BatchView", "BlockExplorer", "ClipExplorer", "CreditView", "Dashboard", "EntropyView", "GAEExplorer", "KLExplorer", "Lab",

@@ -17,6 +17,7 @@ import warnings
 import ipywidgets as widgets
 import plotly.graph_objects as go
 
+from rlnb.viz import site
 from rlnb.viz.figures import theme
 
 BACKENDS = ("auto", "widget", "static")
@@ -141,6 +142,7 @@ class LiveFigure:
         data, meta = mime_bundle(self.fig)
         self.view.outputs = ({"output_type": "display_data", "data": data, "metadata": meta},)
         self.n_renders += 1
+        site.changed(self.view)  # a page showing this view (site mode) gets the new state
 
     def retheme(self) -> None:
         self.fig.update_layout(template=theme.template())
