@@ -12,6 +12,7 @@ import rlnb.viz.backend as backend_mod
 import rlnb.viz.live.dashboard as dashboard_mod
 from rlnb.algos.advantages import rloo
 from rlnb.viz import ClipExplorer, Dashboard, EntropyView, TokenXRay, get_backend, set_backend, show_source
+from rlnb.viz.figures.train import cell_text
 from rlnb.viz.figures.zoo import trace
 
 
@@ -209,7 +210,9 @@ def test_widgets_on_a_trainer_record(trainer):
     assert g == b.signal_group()                                        # it jumps to a group with signal
     row = g * b.group_size
     n = int(b.mask[row].sum())
-    assert list(x.fig.data[0].text[0][:n]) == trainer.tokenizer.convert_ids_to_tokens(b.completion_ids[row, :n].tolist())
+    tokens = trainer.tokenizer.convert_ids_to_tokens(b.completion_ids[row, :n].tolist())
+    assert list(x.fig.data[0].hovertext[0][:n]) == tokens                        # the hover: each token whole
+    assert list(x.fig.data[0].text[0][:n]) == [cell_text(t) for t in tokens]     # the cell: what fits
 
     rec = with_signal()[-1]
     b, st = rec.batch, rec.stats

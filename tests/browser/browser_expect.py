@@ -132,12 +132,18 @@ XRAY_GROUP = Drive(
 
 # --- 01: the entropy view -----------------------------------------------------------------------------------
 
-ENTROPY_TARGET = Drive(
-    widget="entropy-view", slider="target",
-    observe=lambda s: (sorted(set(trace(s, "target")["y"])), s["values"]["steps below target"]),
-    expected=lambda s, probe: ([slider(s, "target")], float(probe(
-        f"print(sum(h['entropy'] < {slider(s, 'target')!r} for h in trainer.history))"))),
-    what="the target line's height and the number of steps in trainer.history below it")
+def entropy_target(history: str) -> Drive:
+    """Move the entropy view's target: the target line's height and the steps of ``history`` (kernel code) below it."""
+    return Drive(
+        widget="entropy-view", slider="target",
+        observe=lambda s: (sorted(set(trace(s, "target")["y"])), s["values"]["steps below target"]),
+        expected=lambda s, probe: ([slider(s, "target")], float(probe(
+            f"print(sum(h['entropy'] < {slider(s, 'target')!r} for h in {history}))"))),
+        what=f"the target line's height and the number of steps in {history} below it")
+
+
+ENTROPY_TARGET = entropy_target("trainer.history")
+CAPSTONE_TARGET = entropy_target('runs["mine", SEEDS[0]].history')   # 16: the learner's own recipe, first seed
 
 # --- 02 and 03: the advantage explorer, noise drawn per completion -----------------------------------------
 
@@ -243,13 +249,6 @@ MAXRL_P = readout_probe(
     "p={value}, sigma_shared=0.0, sigma_sample=0.0); print(float(_a[_r].mean()))",
     "MaxRL's mean advantage of a right completion over the simulated groups, from the library")
 
-# 16: the capstone's own recipe (RLOO's advantage), same probe as MAXRL_P
-CAPSTONE_P = readout_probe(
-    "advantage-explorer", "p", "mean A right",
-    "from rlnb.viz.figures import compute as _c; _a, _r = _c.advantage_samples(rlnb.algos.ADVANTAGES[mine.advantage], {{}}, G=8, "
-    "p={value}, sigma_shared=0.0, sigma_sample=0.0); print(float(_a[_r].mean()))",
-    "the capstone recipe's mean advantage of a right completion over the simulated groups, from the library")
-
 START_HERE_TRAINING = Training(code="dash.run(trainer, 400)",
                                after='print("after the interrupt:", trainer.step_count)',
                                after_expect="after the interrupt: {step}")
@@ -282,5 +281,5 @@ EXPECT: dict[str, Expect] = {
     "14_kernels.ipynb": Expect(main=None, min_plots=1, no_drive="no widget: the kernel lesson's numbers are code "
                                "cells (parity, memory); its one figure is static"),
     "15_your_own_model.ipynb": Expect(main="token-x-ray", min_sliders=2, min_plots=2, drive=QWEN_XRAY_GROUP),
-    "16_capstone.ipynb": Expect(main="advantage-explorer", min_sliders=4, min_plots=2, drive=CAPSTONE_P),
+    "16_capstone.ipynb": Expect(main="entropy-view", min_sliders=1, min_plots=2, drive=CAPSTONE_TARGET),
 }

@@ -21,6 +21,7 @@ def chain_figure(links: list[dict], *, title: str) -> go.Figure:
     if unknown:
         raise ValueError(f"links: unknown stages {sorted(unknown)}; stages: {list(STAGES)}")
     fig = go.Figure()
+    hover = {"x": [], "y": [], "color": [], "text": []}   # one point per change: what its box says, on hover too
     for i, stage in enumerate(STAGES):
         fig.add_shape(type="rect", x0=i - 0.4, x1=i + 0.4, y0=0.7, y1=1.0, line=dict(color=theme.COLORS["pi"], width=2))
         fig.add_annotation(x=i, y=0.85, text=f"<b>{stage}</b>", showarrow=False, font=dict(size=14))
@@ -34,6 +35,11 @@ def chain_figure(links: list[dict], *, title: str) -> go.Figure:
             fig.add_annotation(x=i, y=0.7, ax=i, ay=y, xref="x", yref="y", axref="x", ayref="y", showarrow=True,
                                arrowhead=0, arrowcolor=color, text=f"<b>{ln['change']}</b><br>treats: {ln['symptom']}",
                                font=dict(size=12, color=color), bgcolor="rgba(127,127,127,0.08)")
+            for key, v in zip(hover, (i, y, color, f"{ln['change']} acts on the {stage}: treats {ln['symptom']}"),
+                              strict=True):
+                hover[key].append(v)
+    fig.add_scatter(x=hover["x"], y=hover["y"], mode="markers", name="changes", hovertext=hover["text"],
+                    hoverinfo="text", marker=dict(size=8, color=hover["color"]))
     fig.update_xaxes(visible=False, range=[-0.55, len(STAGES) - 0.45])
     fig.update_yaxes(visible=False, range=[-0.05, 1.05])
     fig.update_layout(title=title, height=330, showlegend=False, margin=dict(l=10, r=10, t=50, b=10))
