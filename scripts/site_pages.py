@@ -8,11 +8,11 @@ says that the numbers it quotes are shipped results, the glossary and the cheat 
 from __future__ import annotations
 
 import json
-import os
-import platform
 import re
 import shutil
 from pathlib import Path
+
+from measure_runtimes import machine  # noqa: F401  (one description of this machine; scripts/ is on sys.path)
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS, ASSETS = ROOT / "docs", ROOT / "docs" / "site"
@@ -35,15 +35,6 @@ SMOKE_NOTE = ("**Smoke-mode run**: the numbers and figures on this page come fro
 FULL_NOTE = ("**Full-mode run**: the numbers and figures on this page come from the notebook executed top to bottom "
              "in full mode ({date}, {machine}, {seconds:.0f} s). Results it loads from `docs/results/` are marked "
              "*shipped* where they appear; a run of your own differs within the seed noise the chapter states.")
-
-
-def machine() -> str:
-    model = platform.processor() or platform.machine()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        names = [ln.split(":", 1)[1].strip() for ln in cpuinfo.read_text().splitlines() if ln.startswith("model name")]
-        model = names[0] if names else model
-    return f"{os.cpu_count()} cores, {model}"
 
 
 def _admonition(text: str, kind: str = "info") -> str:

@@ -12,9 +12,8 @@ DARK, LIGHT = "JupyterLab Dark", "JupyterLab Light"
 
 SET_THEME = "async (name) => { await window.jupyterapp.commands.execute('apputils:change-theme', {theme: name}); }"
 
-# (rootSelector) => Array<{cell, text, ratio}>: each output element with text whose contrast is below 3
-CONTRAST = r"""
-(rootSelector) => {
+# the notebook's root, a CSS colour parsed to [r, g, b, a], WCAG's relative luminance: shared by both readers
+COMMON = r"""
   const panel = window.jupyterapp && window.jupyterapp.shell.currentWidget;
   const root = (panel && panel.content && panel.content.node) || document.querySelector(rootSelector) || document;
   const rgba = (s) => { const m = /rgba?\(([^)]+)\)/.exec(s || '');
@@ -23,7 +22,12 @@ CONTRAST = r"""
     return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1]; };
   const lum = ([r, g, b]) => { const f = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
     return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
-  const background = (el) => { for (let e = el; e; e = e.parentElement) {
+"""
+
+# (rootSelector) => Array<{cell, text, ratio}>: each output element with text whose contrast is below 3
+CONTRAST = r"""
+(rootSelector) => {
+__COMMON__  const background = (el) => { for (let e = el; e; e = e.parentElement) {
       const c = rgba(getComputedStyle(e).backgroundColor);
       if (c && c[3] > 0.5) return c; }
     return rgba(getComputedStyle(document.body).backgroundColor) || [255, 255, 255, 1]; };
@@ -55,15 +59,7 @@ CONTRAST = r"""
 # contrast on that background, read after the page style (rlnb.viz.figures.page_style) had its chance to repaint it
 FIGURES = r"""
 (rootSelector) => {
-  const panel = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-  const root = (panel && panel.content && panel.content.node) || document.querySelector(rootSelector) || document;
-  const rgba = (s) => { const m = /rgba?\(([^)]+)\)/.exec(s || '');
-    if (!m) return null;
-    const p = m[1].split(/[\s,\/]+/).filter(Boolean).map(Number);
-    return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1]; };
-  const lum = ([r, g, b]) => { const f = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
-    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
-  const found = [];
+__COMMON__  const found = [];
   [...root.querySelectorAll('.jp-Cell')].forEach((cell, i) => {
     for (const plot of cell.querySelectorAll('.jp-OutputArea-output .js-plotly-plot')) {
       const svg = plot.querySelector('svg.main-svg');
@@ -82,6 +78,7 @@ FIGURES = r"""
   return found;
 }
 """
+CONTRAST, FIGURES = (js.replace("__COMMON__", COMMON.lstrip("\n")) for js in (CONTRAST, FIGURES))
 DARK_FIGURE = 0.2  # a figure's background above this luminance is a light box on the dark page
 
 
