@@ -14,8 +14,10 @@ forward and backward; a recomputed forward counts as waste) divided by its secon
 matmul of the training forward's MLP shape reaches on the same cores in the same run.
 
 Padding efficiency: the share of the positions the training forward computes that hold real tokens. rlnb runs
-rows in buckets of similar length (``rlnb.models.buckets``); TRL pads every row to the batch's longest prompt
-and longest completion.
+each distinct prompt once and the completions in buckets of similar length (``rlnb.models.shared_prompt``);
+TRL pads every row to the batch's longest prompt and longest completion. The positions each side computes are
+printed too, next to the tokens the batch holds (G rows share each prompt, so rlnb computes fewer positions
+than there are tokens).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import torch  # noqa: E402
 
 import rlnb  # noqa: E402
 from rlnb.export import to_trl  # noqa: E402
-from rlnb.models.buckets import padded_share  # noqa: E402
+from rlnb.models.shared_prompt import plan  # noqa: E402
 from rlnb.run.evaluate import evaluate  # noqa: E402
 from rlnb.stages import sample as sample_mod  # noqa: E402
 
@@ -134,6 +136,7 @@ def main(argv=None) -> None:
     A, B = Stages(), Stages()                                             # A: TRL, B: rlnb
     flops = {"trl": [], "rlnb": []}
     real_share = {"trl": [], "rlnb": []}                                  # padding efficiency per step
+    positions = {"trl": [], "rlnb": [], "tokens": []}                     # training-forward positions per step
     shapes, mm = {}, []                                                   # mm: matmul FLOP/s between steps
 
     def rlnb_step(trl_seconds: float) -> None:
@@ -146,9 +149,13 @@ def main(argv=None) -> None:
         shapes.update(rows=b.B, prompt_tokens=pt, M=int(b.B * (b.prompt_ids.shape[1] + b.completion_ids.shape[1])))
         flops["rlnb"].append(step_flops(cfg, pt, ct, b.B))
         flops["trl"].append(step_flops(cfg, pt, A.steps[-1].get("completion_tokens", ct), b.B))
-        real_share["rlnb"].append(padded_share(b.prompt_mask, b.mask)["bucketed"])
+        ours_plan = plan(b.prompt_ids, b.prompt_mask, b.mask)
+        real_share["rlnb"].append(ours_plan["real"] / ours_plan["computed"])
         trl_ct, trl_T = A.steps[-1].get("completion_tokens", ct), A.steps[-1].get("completion_max", b.mask.shape[1])
         real_share["trl"].append((pt + trl_ct) / (b.B * (b.prompt_ids.shape[1] + trl_T)))
+        positions["trl"].append(b.B * (b.prompt_ids.shape[1] + trl_T))
+        positions["rlnb"].append(ours_plan["computed"])
+        positions["tokens"].append(pt + ct)
         m = rec.metrics
         mm.append(matmul_flops_per_s(max(shapes["M"], 256), cfg.hidden_size, cfg.intermediate_size, reps=5))
         B.close(dt, sample=m["timing/sample_s"], reward=m["timing/reward_s"], advantage=m["timing/advantage_s"],
@@ -201,6 +208,9 @@ def main(argv=None) -> None:
     eff = {k: statistics.median(v[w:] or v) for k, v in real_share.items()}
     print(f"padding efficiency (real tokens / positions the training forward computes, median): "
           f"TRL {eff['trl']:.2f}, rlnb {eff['rlnb']:.2f}")
+    pos = {k: statistics.median(v[w:] or v) for k, v in positions.items()}
+    print(f"training-forward positions per step (median): TRL {pos['trl']:.0f}, rlnb {pos['rlnb']:.0f} "
+          f"(rlnb's batch holds {pos['tokens']:.0f} prompt and completion tokens; each prompt is computed once)")
     if args.eval:
         ev = lambda m: evaluate(m, ours.tokenizer, ours.task, n=args.eval,  # noqa: E731
                                      max_new_tokens=ours.recipe.max_new_tokens)["pass@1"]

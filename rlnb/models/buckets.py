@@ -11,7 +11,10 @@ right padding after the last completion token (which no earlier position attends
 Each kept position sees the same tokens at the same positions, so its hidden state equals the padded path's
 to rounding. Positions cut away come back as zeros; every caller masks them.
 
-``padding("padded")`` turns bucketing off (the reference the tests compare with).
+Batches whose rows repeat prompts (G completions each) go one step further by default: each distinct prompt
+is computed once (``rlnb.models.shared_prompt``), and only the completions are bucketed.
+``padding("bucketed")`` keeps the prompts in every row; ``padding("padded")`` turns bucketing off (the
+reference the tests compare with).
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ from contextlib import contextmanager
 
 import torch
 
-PADDING_MODES = ("bucketed", "padded")
-_MODE = {"mode": "bucketed"}
+PADDING_MODES = ("shared", "bucketed", "padded")
+_MODE = {"mode": "shared"}
 # a bucket below this many rows costs more in per-forward overhead than its padding saves (tiny models, CPU)
 MIN_ROWS = 8
 MAX_BUCKETS = 4
@@ -29,7 +32,8 @@ MAX_BUCKETS = 4
 
 @contextmanager
 def padding(mode: str):
-    """Within the block, forwards run ``"bucketed"`` (the default) or ``"padded"`` (the reference)."""
+    """Within the block, forwards run ``"shared"`` (the default: prompts once, completions bucketed),
+    ``"bucketed"`` (whole rows bucketed) or ``"padded"`` (the reference)."""
     if mode not in PADDING_MODES:
         raise ValueError(f"mode: expected one of {PADDING_MODES}, got {mode!r}")
     before, _MODE["mode"] = _MODE["mode"], mode
@@ -39,8 +43,12 @@ def padding(mode: str):
         _MODE["mode"] = before
 
 
+def padding_mode() -> str:
+    return _MODE["mode"]
+
+
 def bucketing() -> bool:
-    return _MODE["mode"] == "bucketed"
+    return _MODE["mode"] != "padded"
 
 
 def real_lengths(prompt_mask: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

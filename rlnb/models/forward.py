@@ -25,7 +25,8 @@ import torch.nn.functional as F
 from rlnb import kernels
 from rlnb.core.checks import check_model_inputs
 from rlnb.kernels.fused_linear import linear_chunk_rows
-from rlnb.models.buckets import bucketed_hidden, bucketing
+from rlnb.models import shared_prompt
+from rlnb.models.buckets import bucketed_hidden, padding_mode
 from rlnb.models.generate import position_ids
 
 
@@ -79,13 +80,19 @@ def lm_inputs(prompt_ids, prompt_mask, completion_ids, mask):
 
 
 def completion_hidden(model, prompt_ids, prompt_mask, completion_ids, mask) -> torch.Tensor:
-    """Last hidden states at the positions that predict each completion token: (B, T, H). Rows run in
-    buckets of similar length (``rlnb.models.buckets``; zeros where padding was cut) unless
+    """Last hidden states at the positions that predict each completion token: (B, T, H). By default each
+    distinct prompt runs once and the completions run in buckets of similar length
+    (``rlnb.models.shared_prompt``; zeros where padding was cut); ``padding("bucketed")`` buckets whole rows,
     ``padding("padded")`` asks for one call over the whole padded batch."""
-    if bucketing():
-        return bucketed_hidden(model.get_decoder(), prompt_ids, prompt_mask, completion_ids, mask, inputs=lm_inputs)
+    mode, decoder = padding_mode(), model.get_decoder()
+    if mode == "shared":
+        hidden = shared_prompt.shared_hidden(decoder, prompt_ids, prompt_mask, completion_ids, mask)
+        if hidden is not None:
+            return hidden
+    if mode != "padded":
+        return bucketed_hidden(decoder, prompt_ids, prompt_mask, completion_ids, mask, inputs=lm_inputs)
     ids, attn, pos = lm_inputs(prompt_ids, prompt_mask, completion_ids, mask)
-    hidden = model.get_decoder()(input_ids=ids, attention_mask=attn, position_ids=pos).last_hidden_state
+    hidden = decoder(input_ids=ids, attention_mask=attn, position_ids=pos).last_hidden_state
     return hidden[:, -completion_ids.shape[1] - 1 : -1]
 
 

@@ -49,6 +49,24 @@ def position_ids(mask: torch.Tensor) -> torch.Tensor:
     return (mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
+def distinct_prompts(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The distinct rows of (ids, mask) as indices into the batch, and each row's distinct prompt: (U,), (B,).
+
+    >>> distinct_prompts(torch.tensor([[5, 6], [0, 7], [5, 6]]), torch.tensor([[1, 1], [0, 1], [1, 1]]))
+    (tensor([0, 1]), tensor([0, 1, 0]))
+    """
+    if prompt_ids.shape[0] == 0:
+        empty = torch.zeros(0, dtype=torch.long, device=prompt_ids.device)
+        return empty, empty
+    key = torch.cat([prompt_ids * prompt_mask.long(), prompt_mask.long()], dim=1)  # (B, 2 Tp): padding ids ignored
+    _, inv = torch.unique(key, dim=0, return_inverse=True)                         # (B,) sorted-unique order
+    first = torch.full((int(inv.max()) + 1,), len(inv), dtype=torch.long, device=inv.device)
+    first = first.scatter_reduce(0, inv, torch.arange(len(inv), device=inv.device), reduce="amin")
+    rank = torch.argsort(first)                                                    # distinct prompts by first row
+    new = torch.empty_like(rank).scatter_(0, rank, torch.arange(len(rank), device=rank.device))
+    return first[rank], new[inv]
+
+
 def _cache_kw(model) -> str:
     """transformers >= 5.2x calls the KV cache ``cache``; older releases call it ``past_key_values``."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a peft wrapper takes **kwargs
@@ -71,8 +89,9 @@ def sample(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, max_ne
     pass computed it (before top-p; 0 on padding), the rollout policy's own log-probs.
     Logits with NaN or +inf (diverged weights) raise a ``ValueError`` naming the rows, after the loop.
 
-    Cost: rows that reached EOS leave the batch (and the KV cache) once enough of them have, so a step
-    costs what the rows still running need; the last token is never fed back (that forward's logits
+    Cost: a prompt repeated in several rows (G completions each) is prefilled once and its KV cache copied
+    to its rows; rows that reached EOS leave the batch (and the KV cache) once enough of them have, so a
+    step costs what the rows still running need; the last token is never fed back (that forward's logits
     would go unused).
     """
     if not temperature > 0:
@@ -86,9 +105,14 @@ def sample(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, max_ne
     B, dev = prompt_ids.shape[0], prompt_ids.device
     attn = prompt_mask.long()                                            # (b, Tp + t) for the rows still running
     pos = position_ids(attn)
-    out = model(input_ids=prompt_ids, attention_mask=attn, position_ids=pos, use_cache=True,
+    first, inv = distinct_prompts(prompt_ids, prompt_mask)              # (U,), (B,)
+    share = 2 * len(first) <= B                                          # each distinct prompt prefilled once
+    sel = first if share else slice(None)
+    out = model(input_ids=prompt_ids[sel], attention_mask=attn[sel], position_ids=pos[sel], use_cache=True,
                 logits_to_keep=1)  # prefill: only the last position's logits, never (B, Tp, V)
-    past, logits = _cache_of(out), out.logits[:, -1]                    # logits (b, V)
+    past, logits = _cache_of(out), out.logits[:, -1]                    # logits (U or B, V)
+    if share:
+        past, logits = _select_rows(past, inv), logits[inv]              # (B, ...): each row its prompt's cache
     cache_kw = _cache_kw(model)
     last_pos = pos[:, -1:]                                               # (b, 1)
     rows = torch.arange(B, device=dev)                                   # (b,) running row -> batch row
