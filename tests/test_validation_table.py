@@ -169,7 +169,10 @@ CASES = [
      "reward function 'correct'", "completion 3"),
     ("reward function returns too few", lambda c: with_reward(c, lambda comps, a, **kw: [1.0]), RewardFunctionError,
      "reward function 'correct'", "4 numbers"),
-    ("NaN logits while sampling", lambda c: _step_with(nan_logits(c.model, 1), c), ValueError, "logits", "rows [1]"),
+    # the hook poisons row 1 of every LM-head call: in each decode step batch row 1; in the prefill, which runs
+    # once per distinct prompt (G = 2), prompt 1, whose completions are rows 2 and 3
+    ("NaN logits while sampling", lambda c: _step_with(nan_logits(c.model, 1), c), ValueError, "logits",
+     "rows [1, 2, 3]"),
     ("NaN logits in the update", lambda c: _step_with(nan_logits(c.model, 0, only_training=True), c), ValueError,
      "logits", "batch rows"),
     ("NaN advantages", lambda c: _step_with(patched(c.t.advantager, "estimator", lambda r, G: r * NAN), c),

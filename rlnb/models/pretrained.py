@@ -139,6 +139,11 @@ class _Off:
     def __init__(self, peft_model, module):
         self.peft_model, self.module = peft_model, module
 
+    def __getattr__(self, name):  # training, gradient_checkpointing, forward's signature: the decoder's own
+        if name in ("peft_model", "module"):
+            raise AttributeError(name)
+        return getattr(self.module, name)
+
     def __call__(self, *args, **kwargs):
         with self.peft_model.disable_adapter():
             return self.module(*args, **kwargs)
