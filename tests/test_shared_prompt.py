@@ -78,3 +78,17 @@ def test_shared_prefill_gives_the_unshared_rows(trainer_batch):
         for r in torch.nonzero(inv == u).flatten().tolist():
             assert torch.equal(ids[r, :n], one_ids[0]) and mask[r, n:].sum() == 0
             torch.testing.assert_close(logp[r, :n], one_logp[0], rtol=1e-5, atol=1e-5)
+
+
+def test_bench_padding_runs_every_variant_to_the_same_result(capsys):
+    """The side-by-side benchmark's variants compute the same thing (its timings are not asserted)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "bench_padding.py"
+    spec = importlib.util.spec_from_file_location("bench_padding", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.main(["--rounds", "1", "--warm-steps", "0", "--threads", str(torch.get_num_threads())])
+    out = capsys.readouterr().out
+    assert out.count("same result") == 6 and "DIFFERENT" not in out, out
