@@ -65,17 +65,22 @@ def buckets(prompt_mask: torch.Tensor, mask: torch.Tensor, *, min_rows: int | No
             max_buckets: int | None = None) -> list[tuple[torch.Tensor, int, int]]:
     """Rows sorted by real length, cut into at most ``max_buckets`` buckets of at least ``min_rows`` rows
     where the padded positions are fewest: for each, (row indices, prompt width, completion width)."""
-    min_rows, max_buckets = min_rows or MIN_ROWS, max_buckets or MAX_BUCKETS
     lp, lc = real_lengths(prompt_mask, mask)                              # (B,), (B,)
-    total = lp + lc
-    order = torch.argsort(total, stable=True)
-    n = max(1, min(max_buckets, mask.shape[0] // min_rows))
-    sizes = split_sizes(total[order].tolist(), n, min_rows)
     out = []
-    for rows in torch.split(order, sizes):
+    for rows in length_buckets(lp + lc, min_rows=min_rows, max_buckets=max_buckets):
         # at least one prompt column: the position that predicts the first completion token
         out.append((rows, min(max(int(lp[rows].max()), 1), prompt_mask.shape[1]), max(int(lc[rows].max()), 1)))
     return out
+
+
+def length_buckets(lengths: torch.Tensor, *, min_rows: int | None = None,
+                   max_buckets: int | None = None) -> list[torch.Tensor]:
+    """Row indices sorted by ``lengths`` (B,), cut where padding is least (at most ``max_buckets`` runs of at
+    least ``min_rows``)."""
+    min_rows, max_buckets = min_rows or MIN_ROWS, max_buckets or MAX_BUCKETS
+    order = torch.argsort(lengths, stable=True)
+    n = max(1, min(max_buckets, len(lengths) // min_rows))
+    return list(torch.split(order, split_sizes(lengths[order].tolist(), n, min_rows)))
 
 
 def split_sizes(lengths: list[int], n: int, min_rows: int) -> list[int]:

@@ -23,15 +23,8 @@ from __future__ import annotations
 
 import torch
 
-from rlnb.models.buckets import MAX_BUCKETS, MIN_ROWS, real_lengths, split_sizes
+from rlnb.models.buckets import length_buckets, real_lengths
 from rlnb.models.generate import _cache_kw, _cache_of, distinct_prompts, position_ids
-
-
-def completion_buckets(lc: torch.Tensor) -> list[torch.Tensor]:
-    """Row indices sorted by completion length, cut where padding is least (at most MAX_BUCKETS of >= MIN_ROWS)."""
-    order = torch.argsort(lc, stable=True)
-    n = max(1, min(MAX_BUCKETS, len(lc) // MIN_ROWS))
-    return list(torch.split(order, split_sizes(lc[order].tolist(), n, MIN_ROWS)))
 
 
 def plan(prompt_ids, prompt_mask, mask) -> dict[str, float]:
@@ -39,7 +32,7 @@ def plan(prompt_ids, prompt_mask, mask) -> dict[str, float]:
     lp, lc = real_lengths(prompt_mask, mask)
     first, _ = distinct_prompts(prompt_ids, prompt_mask)
     wp = max(int(lp.max()), 1)
-    computed = len(first) * wp + sum(len(r) * max(int(lc[r].max()) - 1, 0) for r in completion_buckets(lc))
+    computed = len(first) * wp + sum(len(r) * max(int(lc[r].max()) - 1, 0) for r in length_buckets(lc))
     real = float(lp[first].sum()) + float((lc - 1).clamp(min=0).sum())
     return {"computed": float(computed), "real": real, "distinct_prompts": len(first)}
 
@@ -91,7 +84,7 @@ def shared_hidden(decoder, prompt_ids, prompt_mask, completion_ids, mask) -> tor
     hidden = h_last.new_zeros(B, T, h_last.shape[-1])                      # (B, T, H)
     hidden[:, 0] = h_last[inv]
     cache_kw = _cache_kw(decoder)
-    for rows in completion_buckets(lc):
+    for rows in length_buckets(lc):
         wc = int(lc[rows].max())
         if wc < 2:                                                         # only token 0: the prompt predicts it
             continue
