@@ -233,15 +233,19 @@ def test_widgets_on_a_trainer_record(trainer):
     assert ent.values["last entropy"] == pytest.approx(trainer.history[-1]["entropy"])
 
 
-def test_display_hands_the_frontend_the_current_figure():
-    """A FigureWidget in a box: displaying the box re-sends the figure's traces and layout, so a view drawn
-    after updates starts from them (plotly re-sends only for a bare FigureWidget)."""
+def test_display_hands_the_frontend_the_current_figure(backend):
+    """A change inside the redraw interval waits for it; displaying the view sends it at once, so a view drawn
+    now starts from the figure as it is (the page's model holds the whole figure, never a partial copy)."""
+    import json
+
     from rlnb.viz import ClipExplorer
 
     ex = ClipExplorer()
-    ex.fig._widget_data = []                           # a frontend copy that missed everything
+    ex.live.min_interval = 3600.0                      # every later change waits for the interval
     ex.controls["eps_high"].value = 0.31
+    assert ex.live.pending and "0.31" not in json.loads(ex.live.view.figure)["layout"]["title"]["text"]
     ex._repr_mimebundle_()
-    names = [t.get("name") for t in ex.fig._widget_data]
-    assert "objective A>0" in names and len(names) == len(ex.fig.data)
-    assert ex.fig._widget_layout["title"]["text"] == ex.fig.layout.title.text and "0.31" in ex.fig.layout.title.text
+    shown = json.loads(ex.live.view.figure)
+    assert not ex.live.pending and ex.live.view.version == ex.live.version
+    assert [t.get("name") for t in shown["data"]] == [t.name for t in ex.fig.data]
+    assert shown["layout"]["title"]["text"] == ex.fig.layout.title.text and "0.31" in ex.fig.layout.title.text

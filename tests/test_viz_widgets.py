@@ -7,6 +7,7 @@ import json
 import math
 import re
 
+import ipywidgets as widgets
 import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -48,16 +49,25 @@ def at(explorer, name, x0):
 
 
 @BOTH
-def test_backend_decides_the_figure_type(backend):
+def test_backend_decides_the_view_and_the_view_shows_the_figure(backend):
+    """The widget backend shows a PlotView, the static one an Output; each holds the figure as ``.fig`` is after
+    the change (a change inside the redraw interval is sent when it is up, or at once on ``flush()``)."""
+    from rlnb.viz.plotview import PlotView
+
     e = KLExplorer()
-    assert isinstance(e.fig, go.FigureWidget) == (backend == "widget")
-    if backend == "static":  # the Output holds the figure's JSON; it is redrawn on every change
-        n = e.live.n_renders
-        e.controls["beta"].value = 0.5
-        assert e.live.n_renders == n + 1
+    assert isinstance(e.live.view, PlotView) == (backend == "widget")
+    assert isinstance(e.live.view, widgets.Output) == (backend == "static")
+    n = e.live.version
+    e.controls["beta"].value = 0.5
+    e.live.flush()
+    assert e.live.version == n + 1 and not e.live.pending
+    if backend == "static":  # the Output holds the figure's JSON
         shown = e.live.view.outputs[0]["data"]["application/vnd.plotly.v1+json"]
-        grad = next(t for t in shown["data"] if t["name"] == "beta grad k1")
-        assert np.allclose(decode(grad["y"]), -0.5)                  # d k1 / d logp = 1
+    else:
+        shown = json.loads(e.live.view.figure)
+        assert e.live.view.version == e.live.version
+    grad = next(t for t in shown["data"] if t["name"] == "beta grad k1")
+    assert np.allclose(decode(grad["y"]), -0.5)                  # d k1 / d logp = 1
 
 
 # --- advantages --------------------------------------------------------------------------------------
@@ -197,7 +207,10 @@ def test_clip_explorer_counts_the_batch_tokens_it_clips():
     assert e.values["clip_ratio/high_mean"] == pytest.approx(2 / 6)
     e.controls["eps_low"].value = 0.05                                  # 0.5 and 0.9 below 0.95
     assert e.values["clip_ratio/low_mean"] == pytest.approx(2 / 6)
-    # the readout: labels and 3 digits for the learner, the exact numbers by key for tests and tools
+    # the readout: labels and 3 digits for the learner, the exact numbers by key for tests and tools. It travels
+    # with the figure, which waits for the redraw interval: flush() sends both now
+    assert "= 0.333" not in e.readout.value and e.live.pending
+    e.live.flush()
     assert "clipped low (share of tokens) = 0.333" in e.readout.value and "clip_ratio" not in e.readout.value.split(">")[1]
     exact = json.loads(html.unescape(re.search(r"data-rlnb-values='([^']*)'", e.readout.value)[1]))
     assert exact["clip_ratio/low_mean"] == pytest.approx(2 / 6) and exact["tokens"] == 6

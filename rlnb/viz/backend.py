@@ -9,10 +9,12 @@ the environment variable ``RLNB_VIZ_BACKEND=static`` forces the fallback.
 from __future__ import annotations
 
 import contextlib
-import copy
 import os
 import sys
+import threading
+import time
 import warnings
+from collections.abc import Callable
 
 import ipywidgets as widgets
 import plotly.graph_objects as go
@@ -89,61 +91,116 @@ def sync_figure(live: go.Figure, new: go.Figure) -> None:
 
 
 class LiveFigure:
-    """A figure on screen that can be updated: ``.fig`` (edit it) and ``.view`` (display it).
+    """A figure on screen that can be updated: ``.fig`` (the figure, a plain ``go.Figure``) and ``.view`` (display it).
 
-    With the widget backend ``.fig`` is a ``FigureWidget`` and ``.view`` is the same object. With the
-    static backend ``.fig`` is a plain ``Figure`` and ``.view`` an ``Output`` that ``render()`` redraws;
-    ``n_renders`` counts the redraws.
+    With the widget backend ``.view`` is a ``PlotView`` (``rlnb.viz.plotview``): every redraw sends the whole figure
+    with a new ``version``, so what the page draws can never drift from ``.fig``. With the static backend ``.view``
+    is an ``Output`` redrawn with the figure.
+
+    Redraws are coalesced: at most ``max_fps`` a second; an update that comes sooner is sent when the interval is
+    up (from a timer thread), with the newest figure. ``update(..., now=True)`` sends at once (a caller that
+    throttles itself), ``flush()`` sends what is waiting. ``caption`` (an HTML widget) gets the text passed with
+    each update at the moment its figure is sent, so the two always show the same state. ``version`` counts sends;
+    ``n_renders`` too (kept for the static backend's readers).
     """
 
-    def __init__(self, fig: go.Figure, *, backend: str | None = None):
+    def __init__(self, fig: go.Figure, *, backend: str | None = None, max_fps: float = 4.0,
+                 caption: widgets.HTML | None = None, clock: Callable[[], float] = time.monotonic):
         self.backend = backend or get_backend()
         if self.backend not in ("widget", "static"):
             raise ValueError(f"backend: expected 'widget' or 'static', got {self.backend!r}")
-        self.n_renders = 0
-        theme.themed(fig)
+        if not max_fps > 0:
+            raise ValueError(f"max_fps: expected a positive number of redraws per second, got {max_fps!r}")
+        self.min_interval, self.clock, self.caption = 1.0 / max_fps, clock, caption
+        self.version = self.n_renders = 0
+        self._lock = threading.RLock()
+        self._timer: threading.Timer | None = None
+        self._last, self._dirty, self._text = float("-inf"), False, None
+        self.fig = theme.themed(go.Figure(fig) if isinstance(fig, go.FigureWidget) else fig)
+        self.view = self._make_view()
+        theme.register_live(self)
+        self.render(now=True)
+
+    def _make_view(self):
         if self.backend == "widget":
             try:
-                self.fig = go.FigureWidget(fig)
-                self.view = self.fig
-            except Exception as err:  # anywidget missing or broken: keep going with the fallback
-                warnings.warn(f"FigureWidget unavailable ({err}); using the static backend", stacklevel=2)
-                self.backend = "static"
-        if self.backend == "static":
-            self.fig = fig
-            self.view = widgets.Output()
-        theme.register_live(self)
-        self.render()
+                from rlnb.viz.plotview import PlotView
 
-    def update(self, new: go.Figure) -> None:
-        """Show ``new`` (built by the same builder, so it has the same traces)."""
-        sync_figure(self.fig, new)
-        self.render()
+                return PlotView()
+            except Exception as err:  # anywidget missing or broken: keep going with the fallback
+                warnings.warn(f"the live figure widget is unavailable ({err}); using the static backend",
+                              stacklevel=3)
+                self.backend = "static"
+        return widgets.Output()
+
+    def update(self, new: go.Figure, *, caption: str | None = None, now: bool = False) -> None:
+        """Show ``new`` (built by the same builder, so it has the same traces) and ``caption`` with it."""
+        with self._lock:
+            sync_figure(self.fig, new)
+            if caption is not None:
+                self._text = caption
+            self.render(now=now)
+
+    def render(self, *, now: bool = False) -> None:
+        """Send the figure as it is now, or when the redraw interval is up (``now``: at once)."""
+        with self._lock:
+            self._dirty = True
+            wait = self._last + self.min_interval - self.clock()
+            if now or wait <= 0:
+                self._send()
+            elif self._timer is None:
+                self._timer = threading.Timer(wait, self._on_timer)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def flush(self) -> None:
+        """Send at once what is waiting for the redraw interval (nothing when all was sent)."""
+        with self._lock:
+            if self._dirty:
+                self._send()
+
+    @property
+    def pending(self) -> bool:
+        """Whether the figure holds a change that the view has not been sent yet."""
+        return self._dirty
+
+    def _on_timer(self) -> None:
+        with self._lock:
+            self._timer = None
+            if self._dirty:
+                self._send()
+
+    def _send(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self.caption is not None and self._text is not None and self.caption.value != self._text:
+            self.caption.value = self._text
+        if self.backend == "static":
+            data, meta = mime_bundle(self.fig)
+            self.view.outputs = ({"output_type": "display_data", "data": data, "metadata": meta},)
+            site.changed(self.view)  # a page showing this view (site mode) gets the new state
+        else:
+            self.view.show(*figure_json(self.fig))
+        self.version += 1
+        self.n_renders += 1
+        self._last, self._dirty = self.clock(), False
 
     def refresh_view(self) -> None:
-        """Hand the frontend the whole figure again, just before it is displayed.
-
-        plotly does this itself when a bare ``FigureWidget`` is displayed, but not for one inside a box
-        (every explorer, dashboard and lab). Without it a view drawn later starts from the frontend's copy,
-        which misses any update that arrived while the widget's script was still loading on a busy machine
-        (seen as an empty figure). The static backend simply redraws."""
-        if self.backend == "static":
-            self.render()
-            return
-        fig = self.fig
-        if hasattr(fig, "_widget_data") and hasattr(fig, "_layout_obj"):  # plotly's synced copies
-            fig._widget_layout = copy.deepcopy(fig._layout_obj._props)
-            fig._widget_data = copy.deepcopy(fig._data)
-
-    def render(self) -> None:
-        """Redraw the static view (the widget view updates itself)."""
-        if self.backend != "static":
-            return
-        data, meta = mime_bundle(self.fig)
-        self.view.outputs = ({"output_type": "display_data", "data": data, "metadata": meta},)
-        self.n_renders += 1
-        site.changed(self.view)  # a page showing this view (site mode) gets the new state
+        """Before the view is displayed: send what is waiting, so the new view starts from the figure as it is."""
+        self.flush()
 
     def retheme(self) -> None:
         self.fig.update_layout(template=theme.template())
-        self.render()
+        self.render(now=True)
+
+
+def figure_json(fig: go.Figure) -> tuple[str, str]:
+    """(data and layout without the template, the template), each as JSON (NaN as null)."""
+    from plotly.io.json import to_json_plotly
+
+    d = fig.to_plotly_json()
+    layout = dict(d.get("layout") or {})
+    template = layout.pop("template", None)
+    return (to_json_plotly({"data": d.get("data", []), "layout": layout}),
+            to_json_plotly(template) if template is not None else "")

@@ -196,9 +196,10 @@ class Explorer:
         self.n_updates = 0
         self._held = 0
         self.readout = widgets.HTML(layout=widgets.Layout(min_height="1.5em"))
-        self.live = LiveFigure(self._figure())
+        # the readout travels with the figure (LiveFigure's caption): both always show the same setting
+        self.live = LiveFigure(self._figure(), caption=self.readout)
         self.fig = self.live.fig
-        self._show_readout()
+        self.readout.value = self._readout_html()
         for name, w in controls.items():
             mark_control(w, name)   # found by its parameter name (rlnb.viz.hooks), whatever its label says
             w.observe((handlers or {}).get(name, self._on_change), names="value")
@@ -226,17 +227,17 @@ class Explorer:
             new = self._figure()
         except ValueError as err:
             self.error = str(err)
+            self.live.flush()  # a redraw still waiting must not cover the error later
             self.readout.value = f"<span style='color:#D55E00'>{type(err).__name__}: {err}</span>"
             return
         self.error = None
-        self.live.update(new)
-        self._show_readout()
+        self.live.update(new, caption=self._readout_html())
 
-    def _show_readout(self) -> None:
+    def _readout_html(self) -> str:
         """The key numbers as a learner reads them (labels, 3 significant digits); the exact values ride along
         in ``data-rlnb-values`` (JSON, by key), where tests read them whatever the wording."""
         parts = [f"{_label(k)} = {v:.3g}" if isinstance(v, float) else f"{_label(k)} = {v}" for k, v in self.values.items()]
-        self.readout.value = f"<code class='rlnb-readout' {values_attr(self.values)}>" + " · ".join(parts) + "</code>"
+        return f"<code class='rlnb-readout' {values_attr(self.values)}>" + " · ".join(parts) + "</code>"
 
     def _figure(self):
         raise NotImplementedError

@@ -94,7 +94,10 @@ class Dashboard:
         self.n_calls = self.n_draws = 0
         self.pending, self._last, self._hooked, self._drawn_steps = False, float("-inf"), False, -1
         self.status, self.hparams = widgets.HTML(), widgets.HTML()
-        self.live = LiveFigure(self._figure(), backend=backend)
+        self._status_html = ""
+        # the status line travels with the figure (LiveFigure's caption): both always show the same step
+        self.live = LiveFigure(self._figure(), backend=backend, caption=self.status)
+        self.status.value = self._status_html
         self.fig = self.live.fig
         self._widget = None
 
@@ -139,7 +142,7 @@ class Dashboard:
 
     def draw(self) -> None:
         self.pending = True  # until the figure is fully synced: an interrupted redraw is redone by flush()
-        self.live.update(self._figure())
+        self.live.update(self._figure(), caption=self._status_html, now=True)  # throttled above, not again
         self.n_draws += 1
         self._last, self.pending = self.clock(), False
         self._drawn_steps = len(self.trainer.history) if self.trainer is not None else 0
@@ -162,7 +165,7 @@ class Dashboard:
         last = hist[-1] if hist else {}
         fmt = lambda k: f"{last[k]:.3f}" if isinstance(last.get(k), (int, float)) else "-"  # noqa: E731
         shown = {"step": last.get("step", 0), **{k: last[k] for k in ("reward", "accuracy", "entropy") if k in last}}
-        self.status.value = (f"<code class='rlnb-readout' {values_attr(shown)}>step {shown['step']} · "
+        self._status_html = (f"<code class='rlnb-readout' {values_attr(shown)}>step {shown['step']} · "
                              f"reward {fmt('reward')} · accuracy {fmt('accuracy')} · entropy {fmt('entropy')}</code>")
         self.hparams.value = hyperparameters_html(self.trainer)
         return dashboard_figure(series=self.series(), panels=self.panels,

@@ -88,7 +88,7 @@ class LabDashboard(Dashboard):
         fmt = lambda k: f"{last[k]:.3f}" if isinstance(last.get(k), (int, float)) else "-"  # noqa: E731
         change = self.lab.last_change(step)
         shown = {"step": step, **{k: last[k] for k in ("reward", "accuracy", "entropy") if k in last}}
-        self.status.value = (f"<code class='rlnb-readout' {values_attr(shown)}>step {step} · reward {fmt('reward')} · accuracy "
+        self._status_html = (f"<code class='rlnb-readout' {values_attr(shown)}>step {step} · reward {fmt('reward')} · accuracy "
                              f"{fmt('accuracy')} · entropy {fmt('entropy')}</code>")
         self.hparams.value = hyperparameters_html(self.trainer)
         fork, labels = self.lab.fork_branch, self.lab.labels()

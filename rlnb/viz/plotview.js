@@ -1,0 +1,142 @@
+// rlnb's live figure in the page (the front end of rlnb/viz/plotview.py's PlotView).
+//
+// The protocol holds no message timing: the kernel sets the whole figure (`figure`, JSON without the template),
+// the template (`template`, JSON, sent again only when the theme changes) and a counter (`version`) in one state
+// update. The widget model always holds the newest state, so a view that renders late, a second view of the same
+// figure and a reloaded page all draw what the kernel last sent. A view draws the newest version it has, one draw
+// at a time: updates that arrive while it draws are coalesced into the next draw, so a slow browser skips stale
+// frames instead of falling behind.
+//
+// Hooks for tests and scripts (never wording): `data-rlnb-state` on the element ("loading", "drawn", "behind",
+// "error") and `data-rlnb-version` (the version on screen).
+
+const SLOT = "__rlnbPlotly";          // one per page: plotly.js, handed over by the PlotlyJS model
+const BEHIND_MS = 1000;               // a figure this long behind its model says so
+const LOAD_WARN_MS = 20000;           // plotly.js not there after this long: say what to do
+const CONFIG = { responsive: true, displaylogo: false, editSelection: false };
+
+function slot() {
+  if (!globalThis[SLOT]) {
+    let resolve;
+    const promise = new Promise((r) => { resolve = r; });
+    globalThis[SLOT] = { promise, resolve, Plotly: null };
+  }
+  return globalThis[SLOT];
+}
+
+// Ask the widget manager for the model that carries plotly.js: creating it runs its initialize, which fills the
+// slot. It exists already in every normal case; this only makes the order of model creation not matter.
+function requestLibrary(model) {
+  const ref = model.get("lib");
+  const id = typeof ref === "string" && ref.startsWith("IPY_MODEL_") ? ref.slice("IPY_MODEL_".length) : null;
+  if (id && model.widget_manager && model.widget_manager.get_model) {
+    Promise.resolve(model.widget_manager.get_model(id)).catch(() => {});
+  }
+}
+
+const TYPED = { f8: Float64Array, f4: Float32Array, i4: Int32Array, u4: Uint32Array, i2: Int16Array,
+                u2: Uint16Array, i1: Int8Array, u1: Uint8Array, u1c: Uint8ClampedArray };
+
+// plotly.py writes numpy arrays as {dtype, bdata (base64), shape}; plotly.js draws them but keeps them encoded in
+// `gd.data`, where readers (hover, tests, scripts) expect arrays. Decoded once here into plain arrays.
+function decode(value) {
+  if (Array.isArray(value)) return value.map(decode);
+  if (!value || typeof value !== "object") return value;
+  if (typeof value.bdata === "string" && TYPED[value.dtype]) {
+    const bytes = Uint8Array.from(atob(value.bdata), (c) => c.charCodeAt(0));
+    const flat = Array.from(new TYPED[value.dtype](bytes.buffer));
+    const shape = String(value.shape || "").split(",").map((n) => parseInt(n, 10)).filter((n) => n > 0);
+    if (shape.length !== 2) return flat;
+    return Array.from({ length: shape[0] }, (_, i) => flat.slice(i * shape[1], (i + 1) * shape[1]));
+  }
+  const out = {};
+  for (const [k, v] of Object.entries(value)) out[k] = decode(v);
+  return out;
+}
+
+function parse(text, fallback) {
+  if (!text) return fallback;
+  try { return decode(JSON.parse(text)); } catch (err) { console.error("rlnb: bad figure JSON", err); return fallback; }
+}
+
+function render({ model, el }) {
+  el.classList.add("rlnb-plotview");
+  const note = document.createElement("div");
+  note.className = "rlnb-plot-note";
+  const plot = document.createElement("div");
+  plot.className = "rlnb-plot";
+  el.append(note, plot);
+
+  let Plotly = null, alive = true, drawing = false, again = false, behindTimer = null;
+  const state = (name, text) => {
+    el.dataset.rlnbState = name;
+    note.textContent = text || "";
+    note.style.display = text ? "" : "none";
+  };
+
+  const draw = async () => {
+    if (!Plotly || !alive) return;
+    if (drawing) { again = true; return; }
+    drawing = true;
+    try {
+      do {
+        again = false;
+        const version = model.get("version");
+        const fig = parse(model.get("figure"), {});
+        const layout = Object.assign({}, fig.layout || {}, { autosize: true });
+        delete layout.width;                                    // the figure fills its box
+        const template = parse(model.get("template"), null);
+        if (template) layout.template = template;
+        await Plotly.react(plot, fig.data || [], layout, CONFIG);
+        el.dataset.rlnbVersion = String(version);
+        if (model.get("version") !== version) again = true;    // newer state arrived while drawing
+      } while (again && alive);
+      state("drawn");
+    } catch (err) {
+      console.error("rlnb: the figure could not be drawn", err);
+      state("error", `The figure could not be drawn (${err}). Re-run the cell.`);
+    } finally {
+      drawing = false;
+    }
+  };
+
+  const changed = () => {
+    draw();
+    clearTimeout(behindTimer);
+    behindTimer = setTimeout(() => {
+      if (alive && Plotly && el.dataset.rlnbVersion !== String(model.get("version"))) {
+        state("behind", "Catching up with the kernel...");
+      }
+    }, BEHIND_MS);
+  };
+
+  const resize = new ResizeObserver(() => {
+    if (Plotly && plot.data && plot.offsetWidth > 0) Plotly.Plots.resize(plot);
+  });
+  resize.observe(el);
+
+  state("loading", "Loading the figure...");
+  const waiting = setTimeout(() => {
+    if (!Plotly) state("loading", "The figure's library has not loaded yet. If this stays, reload the page.");
+  }, LOAD_WARN_MS);
+  const lib = slot();
+  if (lib.Plotly) Plotly = lib.Plotly;
+  else requestLibrary(model);
+  model.on("change:version", changed);
+  lib.promise.then((P) => {
+    clearTimeout(waiting);
+    Plotly = P;
+    draw();
+  });
+
+  return () => {
+    alive = false;
+    clearTimeout(waiting);
+    clearTimeout(behindTimer);
+    resize.disconnect();
+    model.off("change:version", changed);
+    if (Plotly) Plotly.purge(plot);
+  };
+}
+
+export default { render };

@@ -1,0 +1,92 @@
+"""``PlotView``: the widget that shows a live figure in JupyterLab, and ``PlotlyJS``, the plotly.js it draws with.
+
+Why not plotly's ``FigureWidget``: its front end keeps its own copy of the figure and updates it from incremental
+messages (restyle, relayout, add traces). Its model is created as soon as the kernel opens it, while the 5 MB script
+that handles those messages is still loading; on a busy machine the messages that arrive in that window are never
+applied, and the view draws empty axes while the kernel holds the data (seen at load 10-15 even for
+``go.FigureWidget(go.Scatter(y=[1, 2, 3]))``). A reload draws from the same stale copy.
+
+Here the state is the whole figure, every time: ``figure`` (JSON of data and layout), ``template`` (JSON of the
+theme's template, re-sent only when it changes) and ``version`` (a counter) change together in one message. The
+widget model in the page is then always the newest state, whatever the timing; a view, a second view or a reloaded
+page draws it (``plotview.js``). plotly.js (the copy the plotly package ships, no network) travels once per kernel
+in the one ``PlotlyJS`` model that every view refers to.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+from pathlib import Path
+
+import anywidget
+import ipywidgets as widgets
+import traitlets
+
+# plotly.min.js is a UMD bundle: given a `module` it sets module.exports instead of a global
+_LIB_HEAD = "const module = { exports: {} };\n"
+_LIB_TAIL = """
+const Plotly = module.exports;
+function initialize() {
+  const key = "__rlnbPlotly";
+  if (!globalThis[key]) {
+    let resolve;
+    const promise = new Promise((r) => { resolve = r; });
+    globalThis[key] = { promise, resolve, Plotly: null };
+  }
+  if (!globalThis[key].Plotly) {
+    globalThis[key].Plotly = Plotly;
+    globalThis[key].resolve(Plotly);
+  }
+}
+initialize();
+export default { initialize };
+"""
+
+
+@functools.lru_cache(maxsize=1)
+def library_source() -> str:
+    """plotly.js as an ES module that hands itself to every ``PlotView`` of the page (read once per process)."""
+    path = importlib.resources.files("plotly") / "package_data" / "plotly.min.js"
+    return _LIB_HEAD + path.read_text(encoding="utf-8") + _LIB_TAIL
+
+
+class PlotlyJS(anywidget.AnyWidget):
+    """plotly.js for the page: a model with no view, created once per kernel (``plotly_js()``)."""
+
+    @property
+    def _esm(self) -> str:  # read when the model is made, not at import (5 MB)
+        return library_source()
+
+
+_lib: list[PlotlyJS] = []  # the kernel's one PlotlyJS model (a list: replaced if a test closes it)
+
+
+def plotly_js() -> PlotlyJS:
+    """The kernel's ``PlotlyJS`` model, made on first use (again if it was closed)."""
+    if not _lib or _lib[0].comm is None:
+        _lib[:] = [PlotlyJS()]
+    return _lib[0]
+
+
+class PlotView(anywidget.AnyWidget):
+    """A figure in the page. Set ``figure``/``template`` and bump ``version`` together (``LiveFigure`` does)."""
+
+    _esm = Path(__file__).with_name("plotview.js")
+    _css = ".rlnb-plotview { width: 100%; } .rlnb-plot-note { font-size: 0.85em; opacity: 0.75; padding: 2px 4px; }"
+    figure = traitlets.Unicode("{}").tag(sync=True)
+    template = traitlets.Unicode("").tag(sync=True)
+    version = traitlets.Int(0).tag(sync=True)
+    lib = traitlets.Instance(PlotlyJS, allow_none=True).tag(sync=True, **widgets.widget_serialization)
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("lib", plotly_js())
+        super().__init__(**kwargs)
+
+    def show(self, figure_json: str, template_json: str) -> None:
+        """One state update: the figure, its template where it changed, the next version."""
+        with self.hold_sync():
+            self.figure = figure_json
+            if template_json != self.template:
+                self.template = template_json
+            self.version += 1
