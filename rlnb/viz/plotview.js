@@ -8,7 +8,7 @@
 // frames instead of falling behind.
 //
 // Hooks for tests and scripts (never wording): `data-rlnb-state` on the element ("loading", "drawn", "behind",
-// "error") and `data-rlnb-version` (the version on screen).
+// "error"), `data-rlnb-version` (the version on screen) and `data-rlnb-latest` (the newest version the model holds).
 
 const SLOT = "__rlnbPlotly";          // one per page: plotly.js, handed over by the PlotlyJS model
 const BEHIND_MS = 1000;               // a figure this long behind its model says so
@@ -101,6 +101,7 @@ function render({ model, el }) {
   };
 
   const changed = () => {
+    el.dataset.rlnbLatest = String(model.get("version"));
     draw();
     clearTimeout(behindTimer);
     behindTimer = setTimeout(() => {
@@ -115,6 +116,7 @@ function render({ model, el }) {
   });
   resize.observe(el);
 
+  el.dataset.rlnbLatest = String(model.get("version"));
   state("loading", "Loading the figure...");
   const waiting = setTimeout(() => {
     if (!Plotly) state("loading", "The figure's library has not loaded yet. If this stays, reload the page.");

@@ -38,8 +38,15 @@ DESCRIBE = r"""
     visible: visible(el),
     // why a figure has no traces: never given any (layout and context kept) or purged after drawing (both gone)
     state: (el.layout ? 'layout' : 'no-layout') + '/' + (el._context ? 'context' : 'no-context'),
+    view: view(el),
     ...readable(el),
   });
+  // rlnb's live figure (rlnb.viz.plotview): its state, the version drawn and the newest its model holds
+  const view = (el) => {
+    const v = el.closest('.rlnb-plotview');
+    return v ? {state: v.dataset.rlnbState || null, drawn: v.dataset.rlnbVersion || null,
+                latest: v.dataset.rlnbLatest || null} : null;
+  };
   // what a reader sees of a figure: each shown cartesian axis and its title, the legend's entries, annotations
   const readable = (el) => {
     const fl = el._fullLayout;
@@ -137,6 +144,9 @@ def _output_problems(cell: int, out: dict) -> list[str]:
         if not (p["svg"] and p["traces"] > 0):
             found.append(f"{where}: plotly figure {k} has no drawing ({p['traces']} traces, svg={p['svg']}, "
                          f"{p.get('state', '?')})")
+        elif p.get("view") and (p["view"]["state"] != "drawn" or p["view"]["drawn"] != p["view"]["latest"]):
+            found.append(f"{where}: live figure {k} is behind its model (state {p['view']['state']}, version "
+                         f"{p['view']['drawn']} drawn of {p['view']['latest']})")
     for ex in dom["explorers"]:
         if ex["plots"] == 0:
             found.append(f"{where}: {ex['title']!r} shows a readout but no figure")

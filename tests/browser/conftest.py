@@ -5,6 +5,7 @@ Without ``/usr/bin/chromium`` or Python playwright these tests skip, saying why 
 """
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -38,8 +39,32 @@ def browser_requirements():
     pytest.skip(f"browser test skipped: {why}")
 
 
+# a busy laptop: processes that only spin, each ending by itself when the test process that started it is gone
+BURN = "import os, sys\nparent = int(sys.argv[1])\nwhile os.getppid() == parent:\n    sum(range(200_000))\n"
+
+
+def burner_count(env=None) -> int:
+    """CPU burners this test process starts: ``RLNB_BROWSER_BURNERS`` in all (default 2, as a busy 2-core
+    laptop), shared among pytest-xdist's workers."""
+    env = os.environ if env is None else env
+    total = int(env.get("RLNB_BROWSER_BURNERS", "2"))
+    workers = int(env.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    index = int(env.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    return total // workers + (index < total % workers)
+
+
 @pytest.fixture(scope="session")
-def lab(browser_requirements, tmp_path_factory):
+def cpu_burner(browser_requirements):
+    """Every browser test runs beside spinning processes: live figures must draw on a busy machine, with no retry."""
+    procs = [subprocess.Popen([sys.executable, "-c", BURN, str(os.getpid())]) for _ in range(burner_count())]
+    yield len(procs)
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+@pytest.fixture(scope="session")
+def lab(browser_requirements, cpu_burner, tmp_path_factory):
     """JupyterLab serving copies of ``notebooks/`` and the fixtures; kernels import this working tree's
     rlnb and run in smoke mode."""
     work = tmp_path_factory.mktemp("jupyterlab")
