@@ -14,8 +14,9 @@ Three layers, each importing only the ones above it:
   ``Lab`` (play / pause / step / rewind, knobs turned while it trains; its thread driver is
   ``rlnb.run.lab_driver``).
 
-``set_backend("widget" | "static" | "auto")``: FigureWidget, or a plain figure redrawn into an ``Output`` where
-FigureWidget cannot load (chosen automatically in Colab and VS Code). ``set_theme("light" | "dark")``: plotly
+``set_backend("widget" | "static" | "auto")``: a ``PlotView`` (``rlnb.viz.plotview``: rlnb's own widget, sent the
+whole figure at every redraw), or a plain figure redrawn into an ``Output`` where custom widgets cannot load (chosen
+automatically in Colab and VS Code). ``set_theme("light" | "dark")``: plotly
 does not follow JupyterLab's theme. ``show_source(fn)``: the live source of a library function, highlighted. ``site``: with ``RLNB_SITE=1``, figures
 and widgets display as static HTML that the course website draws (``scripts/build_site.py``).
 """

@@ -1,9 +1,11 @@
-"""Where figures live: an interactive ``FigureWidget``, or a plain figure redrawn into an ``Output``.
+"""Where figures live: a ``PlotView`` (rlnb's own widget, ``rlnb.viz.plotview``), or a plain figure redrawn into an
+``Output``.
 
-``FigureWidget`` needs ``anywidget`` and a frontend that loads it. Where it cannot load (Colab, some
-VS Code setups), the "static" backend redraws a plain plotly figure into an ``ipywidgets.Output``
-on every change. ``set_backend("auto")`` (the default) picks for you; ``set_backend("static")`` or
-the environment variable ``RLNB_VIZ_BACKEND=static`` forces the fallback.
+``PlotView`` needs ``anywidget`` and a frontend that loads custom widgets. Where it cannot (Colab, some VS Code
+setups), the "static" backend redraws a plain plotly figure into an ``ipywidgets.Output`` on every change.
+``set_backend("auto")`` (the default) picks for you; ``set_backend("static")`` or the environment variable
+``RLNB_VIZ_BACKEND=static`` forces the fallback. ``LiveFigure`` is the one way every live view (explorers, dashboard,
+X-ray, lab and its forks' overlays) reaches the page.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ _state = {"backend": "auto"}
 
 
 def set_backend(name: str) -> None:
-    """``"widget"`` (FigureWidget), ``"static"`` (redraw into an Output) or ``"auto"``."""
+    """``"widget"`` (``PlotView``), ``"static"`` (redraw into an Output) or ``"auto"``."""
     if name not in BACKENDS:
         raise ValueError(f"name: expected one of {BACKENDS}, got {name!r}")
     _state["backend"] = name
@@ -46,10 +48,10 @@ def get_backend() -> str:
 def _detect() -> str:
     if "google.colab" in sys.modules:        # Colab's frontend does not load anywidget by default
         return "static"
-    if any(k in os.environ for k in ("VSCODE_PID", "VSCODE_CWD")):  # FigureWidget is unreliable there
+    if any(k in os.environ for k in ("VSCODE_PID", "VSCODE_CWD")):  # custom widgets are unreliable there
         return "static"
     try:
-        import anywidget  # noqa: F401  (FigureWidget is an anywidget since plotly 6)
+        import anywidget  # noqa: F401  (PlotView is an anywidget)
     except ImportError:
         return "static"
     return "widget"
@@ -97,8 +99,8 @@ class LiveFigure:
     with a new ``version``, so what the page draws can never drift from ``.fig``. With the static backend ``.view``
     is an ``Output`` redrawn with the figure.
 
-    Redraws are coalesced: at most ``max_fps`` a second; an update that comes sooner is sent when the interval is
-    up (from a timer thread), with the newest figure. ``update(..., now=True)`` sends at once (a caller that
+    Redraws of the widget are coalesced: at most ``max_fps`` a second; an update that comes sooner is sent when the
+    interval is up (from a timer thread), with the newest figure. ``update(..., now=True)`` sends at once (a caller that
     throttles itself), ``flush()`` sends what is waiting. ``caption`` (an HTML widget) gets the text passed with
     each update at the moment its figure is sent, so the two always show the same state. ``version`` counts sends;
     ``n_renders`` too (kept for the static backend's readers).
@@ -146,7 +148,8 @@ class LiveFigure:
         with self._lock:
             self._dirty = True
             wait = self._last + self.min_interval - self.clock()
-            if now or wait <= 0:
+            # the static backend (Colab, VS Code, site pages) is redrawn at once: no timer may outlive the cell there
+            if now or wait <= 0 or self.backend == "static":
                 self._send()
             elif self._timer is None:
                 self._timer = threading.Timer(wait, self._on_timer)
@@ -185,6 +188,11 @@ class LiveFigure:
         self.version += 1
         self.n_renders += 1
         self._last, self._dirty = self.clock(), False
+
+    def reveal(self) -> None:
+        """Ask the page to scroll this figure's widget into view (where it is displayed; nothing in static mode)."""
+        if self.backend == "widget":
+            self.view.send({"type": "reveal"})
 
     def refresh_view(self) -> None:
         """Before the view is displayed: send what is waiting, so the new view starts from the figure as it is."""

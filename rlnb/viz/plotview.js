@@ -124,7 +124,15 @@ function render({ model, el }) {
   const lib = slot();
   if (lib.Plotly) Plotly = lib.Plotly;
   else requestLibrary(model);
+  // "reveal": the kernel asks to bring the figure's widget into view (a run started from a later cell, or by
+  // Run All, which leaves the learner at the last cell while the figure trains above)
+  const message = (msg) => {
+    if (msg && msg.type === "reveal" && el.isConnected) {
+      (el.closest(".rlnb-widget") || el).scrollIntoView({ block: "nearest", behavior: "smooth" });
+    }
+  };
   model.on("change:version", changed);
+  model.on("msg:custom", message);
   lib.promise.then((P) => {
     clearTimeout(waiting);
     Plotly = P;
@@ -137,6 +145,7 @@ function render({ model, el }) {
     clearTimeout(behindTimer);
     resize.disconnect();
     model.off("change:version", changed);
+    model.off("msg:custom", message);
     if (Plotly) Plotly.purge(plot);
   };
 }

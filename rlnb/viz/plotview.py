@@ -1,10 +1,10 @@
 """``PlotView``: the widget that shows a live figure in JupyterLab, and ``PlotlyJS``, the plotly.js it draws with.
 
-Why not plotly's ``FigureWidget``: its front end keeps its own copy of the figure and updates it from incremental
-messages (restyle, relayout, add traces). Its model is created as soon as the kernel opens it, while the 5 MB script
-that handles those messages is still loading; on a busy machine the messages that arrive in that window are never
-applied, and the view draws empty axes while the kernel holds the data (seen at load 10-15 even for
-``go.FigureWidget(go.Scatter(y=[1, 2, 3]))``). A reload draws from the same stale copy.
+Why not plotly's ``FigureWidget``: its front end keeps its own copy of the figure (``_widget_data``) and changes it
+by applying incremental messages (restyle, relayout, add traces) in handlers that its 5 MB script registers once it
+has loaded; a message the page receives before that, or a view that renders from a copy the handlers never
+updated, leaves empty axes while the kernel holds the data. On a busy machine that happened to every figure (seen at
+load 10-15 even for ``go.FigureWidget(go.Scatter(y=[1, 2, 3]))``), and a reload drew from the same stale copy.
 
 Here the state is the whole figure, every time: ``figure`` (JSON of data and layout), ``template`` (JSON of the
 theme's template, re-sent only when it changes) and ``version`` (a counter) change together in one message. The

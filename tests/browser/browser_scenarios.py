@@ -78,6 +78,12 @@ def _safe(fn, *args):
         return f"<{type(err).__name__}: {err}>"
 
 
+# whether the element shows in the notebook's scrolled area
+IN_VIEW = """(el) => { const r = el.getBoundingClientRect();
+  const p = (el.closest('.jp-WindowedPanel-outer') || document.documentElement).getBoundingClientRect();
+  return r.bottom > p.top + 40 && r.top < p.bottom - 40; }"""
+
+
 def check_training(page, t: Training, log: list[str], *, timeout_s: float = 90) -> list[str]:
     """Start a long run, see the dashboard gain points while it runs, interrupt, expect a clean stop."""
     dash = widget_box(page, t.dashboard)
@@ -88,8 +94,12 @@ def check_training(page, t: Training, log: list[str], *, timeout_s: float = 90) 
         return len(trace(box_state(dash), t.trace)["x"])
 
     start = points()
-    cell = append_and_run(page, t.code)
+    cell = append_and_run(page, t.code)  # the new last cell scrolls the notebook down, as Run All leaves it
     seen, t0 = [start], time.monotonic()
+    try:  # the run brings the dashboard into view
+        wait_for(lambda: dash.evaluate(IN_VIEW), timeout_s=15, what="the dashboard to scroll into view")
+    except TimeoutError as err:
+        return [f"training started from the last cell: {err}"]
     # live: at least two redraws seen while the cell still runs, and min_new_points new points
     while len(seen) < 3 or seen[-1] < start + t.min_new_points:
         if time.monotonic() - t0 > timeout_s:

@@ -8,6 +8,7 @@ saved in JupyterLab's settings (``detect_theme``).
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import weakref
@@ -101,6 +102,23 @@ def axis_title(keys) -> str:
 
 _state: dict = {"theme": None}  # None: not chosen yet, detect_theme() decides on first use
 _live: weakref.WeakSet = weakref.WeakSet()  # LiveFigure objects to re-theme on set_theme
+
+
+def log_ticks(values) -> dict:
+    """Ticks for a log axis over ``values`` (zeros, None and NaN ignored): 1, 2, 5 in each decade, each labelled
+    in full. Plotly's own labels a tick between decades by its first digit alone (30 reads "3").
+
+    >>> log_ticks([1.0, 31.0])
+    {'tickvals': [1, 2, 5, 10, 20, 50], 'ticktext': ['1', '2', '5', '10', '20', '50']}
+    """
+    vals = [float(v) for v in values if v is not None and v == v and v > 0]
+    if not vals:
+        raise ValueError("values: expected at least one positive number to place log ticks")
+    lo, hi = math.floor(math.log10(min(vals))), math.ceil(math.log10(max(vals)))
+    ticks = [m * 10 ** e for e in range(lo, hi + 1) for m in (1, 2, 5)]
+    ticks = [t for t in ticks if t <= 10 ** math.log10(max(vals)) * 2.0 and t >= min(vals) / 2.0]
+    ticks = [int(t) if t >= 1 else t for t in ticks]
+    return {"tickvals": ticks, "ticktext": [f"{t:g}" for t in ticks]}
 
 
 def detect_theme(env=None) -> str:

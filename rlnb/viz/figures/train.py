@@ -93,16 +93,32 @@ def dashboard_figure(*, series: dict, panels: Sequence[tuple[str, Sequence[str]]
                 x, y = data.get(name, ([], []))
                 y = [None if v is None or v != v else v for v in y]        # None leaves a gap; NaN is not JSON
                 sparse = len(x) < 30 or name.startswith("eval/")            # evaluations: a marker at each point
-                fig.add_scatter(x=list(x), y=y, name=metric_label(name), meta=prefix + name,
+                fig.add_scatter(x=list(x), y=y, name=metric_label(name), meta=prefix + name, visible=True,
+                                showlegend=True,
                                 mode="lines+markers" if sparse else "lines", row=k // cols + 1, col=k % cols + 1,
                                 line=dict(color=METRIC_COLORS.get(name, palette[j % len(palette)]), dash=dash),
                                 marker_size=7 if name.startswith("eval/") else 4, **group)
+    _merge_identical(fig)
     fig.update_xaxes(title_text="training step", title_standoff=4)
     for k, (_, names) in enumerate(panels):
         fig.update_yaxes(title_text=axis_title(names), title_standoff=2, row=k // cols + 1, col=k % cols + 1,
                          rangemode="nonnegative" if set(names) <= NONNEGATIVE else "normal")
     fig.update_layout(title=title, height=290 * rows + 90, legend=dict(orientation="h", y=-0.12 / rows))
     return themed(fig)
+
+
+def _merge_identical(fig: go.Figure) -> None:
+    """Two curves of one panel that are the same line (mean reward and share correct, when rewards are 0 or 1)
+    become one, named for both: drawn exactly on top of each other, one would be a legend entry with no line."""
+    seen: dict[tuple, go.Scatter] = {}
+    for t in fig.data:
+        if not t.x:
+            continue
+        key = (t.xaxis, t.legendgroup, tuple(t.x), tuple(t.y))
+        first = seen.setdefault(key, t)
+        if first is not t:
+            first.name = f"{first.name} = {t.name}"
+            t.visible, t.showlegend = False, False
 
 
 def cell_text(token: str) -> str:

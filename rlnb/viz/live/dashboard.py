@@ -128,6 +128,7 @@ class Dashboard:
         rows are in ``trainer.history``)."""
         callbacks = [self, *kwargs.pop("callbacks", ())]
         self.trainer = trainer
+        self.live.reveal()  # Run All leaves the learner at the last cell: bring the curves that move into view
         try:
             trainer.run(steps, callbacks=callbacks, **kwargs)
         finally:
