@@ -22,7 +22,7 @@ export OMP_WAIT_POLICY := PASSIVE
 export TOKENIZERS_PARALLELISM := false
 export HF_HUB_OFFLINE := 1
 
-.PHONY: install lab train test test-fast site site-full wheelhouse clean
+.PHONY: install lab train test test-fast browser-soak site site-full wheelhouse clean
 
 install: $(STAMP)
 
@@ -45,6 +45,12 @@ test: install  ## everything CI runs: unit tests, doctests, notebooks (smoke mod
 
 test-fast: install  ## unit tests and doctests only
 	$(BIN)/python -m pytest -q -ra -n $(WORKERS) --dist loadfile -m "not slow and not browser" tests rlnb
+
+# The browser test of every notebook SOAK times in a row, each beside the 2-process CPU burner: each run's undrawn
+# live figures (no drawing, or behind their model) and pytest's verdict, one line a run.
+SOAK ?= 10
+browser-soak: install  ## every notebook in JupyterLab SOAK times under load: undrawn figures per run
+	$(BIN)/python tests/browser/soak.py --runs $(SOAK) --workers $(WORKERS)
 
 # The course as a website in build/site/ (open build/site/index.html, or serve it for the search:
 # python -m http.server -d build/site). Smoke mode: every notebook runs in seconds, the pages say so; executed notebooks

@@ -132,7 +132,7 @@ def test_checker_reports_widgets_that_fail_in_jupyterlab(lab, page):
     assert "failed to render" in found[0]      # NotInstalled(): its frontend module is missing
     assert "failed to render" in found[1]      # the same inside a VBox next to a fine slider
     assert "rendered empty" in found[2]        # an anywidget whose render() throws
-    assert "'Clip explorer' shows a readout but no figure" in found[3]  # its FigureWidget's render() throws
+    assert "'Clip explorer' shows a readout but no figure" in found[3]  # its live figure's render() throws
     assert any("render failed on purpose" in e for e in page.rlnb_errors)
     assert any("figure failed on purpose" in e for e in page.rlnb_errors)
     # the slider beside the broken child, the fine one, and the clip explorer's (its controls did render)

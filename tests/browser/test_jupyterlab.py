@@ -13,6 +13,7 @@ Run: ``pytest -m browser -ra`` (``/usr/bin/chromium`` and ``pip install -e '.[br
 """
 
 import json
+import os
 import time
 
 import pytest
@@ -28,7 +29,9 @@ from browser_scenarios_lab import check_lab
 pytestmark = pytest.mark.browser
 
 CASES = [("fixtures", "widgets.ipynb")] + [("notebooks", p.name) for p in NOTEBOOKS]
-HERE = CASES[0::2]  # the other half is in test_jupyterlab_more.py: `make test`'s two workers take one file each
+HERE = CASES[0::2]
+# tests/browser/soak.py: Run All and its checks only (the drives and the dark pass add nothing to an undrawn count)
+SOAK = os.environ.get("RLNB_BROWSER_SOAK") == "1"  # the other half is in test_jupyterlab_more.py: `make test`'s two workers take one file each
 
 
 def summary_of_page(cells) -> str:
@@ -85,15 +88,19 @@ def test_notebook_in_jupyterlab(lab, page, artifacts, folder, name):
     n_errors = len(page.rlnb_errors)
     if not ran.get("ok"):
         failures.append(f"run-all did not complete: {ran}")
+    n_undrawn, n_figures = undrawn(cells)
     log.insert(0, f"{name}: opened in {t_open:.0f} s, ran all cells in {time.monotonic() - t0 - t_open:.0f} s; "
-                  f"{summary_of_page(cells)}; undrawn figures: {'%d of %d' % undrawn(cells)}")
+                  f"{summary_of_page(cells)}; undrawn figures: {n_undrawn} of {n_figures}")
+    with open(artifacts / "browser" / "undrawn.jsonl", "a") as f:  # `make browser-soak` adds these up per run
+        f.write(json.dumps({"notebook": name, "undrawn": n_undrawn, "figures": n_figures}) + "\n")
     try:
         if expect is None:
             failures.append(f"{name} has no entry in EXPECT (tests/browser/browser_expect.py); the page shows "
                             f"{summary_of_page(cells)}")
-        else:
+        elif not SOAK:
             failures += check_expectations(page, name, expect, cells, log, shots=artifacts / "screenshots")
-        failures += dark_theme_problems(page)  # last: the drives above read the light page
+        if not SOAK:
+            failures += dark_theme_problems(page)  # last: the drives above read the light page
     finally:  # after the checks (the dashboard has its longer run), and even when one of them raised
         shot = artifacts / "screenshots" / f"{stem}.png"
         log.append(f"screenshot of {screenshot(page, expect.main if expect else None, shot)}: {shot}")
