@@ -130,3 +130,13 @@ def test_identical_curves_in_one_panel_are_drawn_once_named_for_both():
     fig = dashboard_figure(series={"reward": same, "accuracy": ([1, 2, 3], [0.0, 0.5, 0.9])},
                            panels=[("reward", ("reward", "accuracy"))])
     assert all(t.visible and t.showlegend for t in fig.data) and all(" = " not in t.name for t in fig.data)
+
+
+def test_the_view_is_made_holding_the_figure_and_resends_it_when_the_page_asks(monkeypatch):
+    live = LiveFigure(line(4), backend="widget")
+    assert live.view.version == 1 and len(shown(live)["data"][0]["x"]) == 4  # in the widget's opening state
+    sent = []
+    monkeypatch.setattr(live.view, "send_state", lambda key=None: sent.append(key))
+    live.view._handle_custom_msg({"type": "sync"}, [])
+    live.view._handle_custom_msg({"type": "something else"}, [])
+    assert sent == [["figure", "template", "version"]] and live.view.n_syncs == 1

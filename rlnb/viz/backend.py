@@ -121,14 +121,19 @@ class LiveFigure:
         self.fig = theme.themed(go.Figure(fig) if isinstance(fig, go.FigureWidget) else fig)
         self.view = self._make_view()
         theme.register_live(self)
-        self.render(now=True)
+        if self.backend == "widget":  # the view was made holding the figure: the page gets it with the widget itself
+            self.version = self.n_renders = 1
+            self._last = self.clock()
+        else:
+            self.render(now=True)
 
     def _make_view(self):
         if self.backend == "widget":
             try:
                 from rlnb.viz.plotview import PlotView
 
-                return PlotView()
+                figure, template = figure_json(self.fig)
+                return PlotView(figure=figure, template=template, version=1)
             except Exception as err:  # anywidget missing or broken: keep going with the fallback
                 warnings.warn(f"the live figure widget is unavailable ({err}); using the static backend",
                               stacklevel=3)

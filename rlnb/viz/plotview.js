@@ -133,6 +133,7 @@ function render({ model, el }) {
   };
   model.on("change:version", changed);
   model.on("msg:custom", message);
+  model.send({ type: "sync" });  // a new view (a reload, a second display) starts from the kernel's state
   lib.promise.then((P) => {
     clearTimeout(waiting);
     Plotly = P;
@@ -150,4 +151,10 @@ function render({ model, el }) {
   };
 }
 
-export default { render };
+// The model is made: ask the kernel for its state again (an update sent while the page was still making the model
+// can be lost; the kernel answers with what it holds now, which the views then draw).
+function initialize({ model }) {
+  model.send({ type: "sync" });
+}
+
+export default { initialize, render };

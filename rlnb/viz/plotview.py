@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
+import threading
 from pathlib import Path
 
 import anywidget
@@ -82,11 +83,23 @@ class PlotView(anywidget.AnyWidget):
     def __init__(self, **kwargs):
         kwargs.setdefault("lib", plotly_js())
         super().__init__(**kwargs)
+        self._lock = threading.Lock()
+        self.n_syncs = 0  # times the page asked for the state again
+        self.on_msg(self._on_message)
 
     def show(self, figure_json: str, template_json: str) -> None:
         """One state update: the figure, its template where it changed, the next version."""
-        with self.hold_sync():
+        with self._lock, self.hold_sync():
             self.figure = figure_json
             if template_json != self.template:
                 self.template = template_json
             self.version += 1
+
+    def _on_message(self, _widget, content, _buffers) -> None:
+        """"sync": the page's model (once it is made) or a new view asks for the state again. An update sent while
+        the page was still making the model can be lost there (seen under load: a view left at version 0 while the
+        kernel had sent 1); sending the current state again closes that gap, whatever the timing."""
+        if isinstance(content, dict) and content.get("type") == "sync":
+            with self._lock:
+                self.n_syncs += 1
+                self.send_state(["figure", "template", "version"])
