@@ -100,7 +100,8 @@ def test_every_view_refers_to_one_plotly_js():
     a, b = PlotView(), PlotView()
     assert a.lib is b.lib is plotly_js() and isinstance(a.lib, PlotlyJS)
     src = library_source()
-    assert "module.exports" in src and src.rstrip().endswith("export default { initialize };")
+    assert "module.exports" in src and src.rstrip().endswith("export default module.exports;")
+    assert a.lib.source == src and len(a.lib._esm) < 2000                # the model's own module stays small
     assert len(src) > 1_000_000                                # plotly.js itself, from the plotly package
     a.lib.close()
     assert plotly_js() is not a.lib and plotly_js().comm is not None  # a closed one is replaced

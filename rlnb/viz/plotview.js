@@ -19,7 +19,7 @@ function slot() {
   if (!globalThis[SLOT]) {
     let resolve;
     const promise = new Promise((r) => { resolve = r; });
-    globalThis[SLOT] = { promise, resolve, Plotly: null };
+    globalThis[SLOT] = { promise, resolve, Plotly: null, loading: false };
   }
   return globalThis[SLOT];
 }
@@ -133,7 +133,7 @@ function render({ model, el }) {
   };
   model.on("change:version", changed);
   model.on("msg:custom", message);
-  model.send({ type: "sync" });  // a new view (a reload, a second display) starts from the kernel's state
+  try { model.send({ type: "sync" }); } catch (err) { /* closed: nothing to ask */ }  // a new view starts fresh
   lib.promise.then((P) => {
     clearTimeout(waiting);
     Plotly = P;
@@ -152,9 +152,10 @@ function render({ model, el }) {
 }
 
 // The model is made: ask the kernel for its state again (an update sent while the page was still making the model
-// can be lost; the kernel answers with what it holds now, which the views then draw).
+// can be lost; the kernel answers with what it holds now, which the views then draw). Nothing here may wait:
+// anywidget gives a model 2 s to load and initialize.
 function initialize({ model }) {
-  model.send({ type: "sync" });
+  try { model.send({ type: "sync" }); } catch (err) { /* closed before it was made: nothing to ask */ }
 }
 
 export default { initialize, render };

@@ -26,38 +26,51 @@ import traitlets
 
 # plotly.min.js is a UMD bundle: given a `module` it sets module.exports instead of a global
 _LIB_HEAD = "const module = { exports: {} };\n"
-_LIB_TAIL = """
-const Plotly = module.exports;
-function initialize() {
+_LIB_TAIL = "\nexport default module.exports;\n"
+
+# The model's own module is small: anywidget gives a model's module 2 s to load and initialize, and plotly.js
+# (5 MB) takes longer than that to load on a busy machine ("[anywidget] Failed to initialize model."). So plotly.js
+# travels as the model's `source` and is imported here without being waited for; views wait for the slot instead.
+_LIB_ESM = """
+function slot() {
   const key = "__rlnbPlotly";
   if (!globalThis[key]) {
     let resolve;
     const promise = new Promise((r) => { resolve = r; });
-    globalThis[key] = { promise, resolve, Plotly: null };
+    globalThis[key] = { promise, resolve, Plotly: null, loading: false };
   }
-  if (!globalThis[key].Plotly) {
-    globalThis[key].Plotly = Plotly;
-    globalThis[key].resolve(Plotly);
-  }
+  return globalThis[key];
 }
-initialize();
+function initialize({ model }) {
+  const lib = slot();
+  if (lib.Plotly || lib.loading) return;
+  lib.loading = true;
+  const url = URL.createObjectURL(new Blob([model.get("source")], { type: "text/javascript" }));
+  import(url).then((mod) => { lib.Plotly = mod.default; lib.resolve(mod.default); },
+                   (err) => { lib.loading = false; console.error("rlnb: plotly.js did not load", err); })
+             .finally(() => URL.revokeObjectURL(url));
+}
 export default { initialize };
 """
 
 
 @functools.lru_cache(maxsize=1)
 def library_source() -> str:
-    """plotly.js as an ES module that hands itself to every ``PlotView`` of the page (read once per process)."""
+    """plotly.js as an ES module whose default export is ``Plotly`` (read once per process)."""
     path = importlib.resources.files("plotly") / "package_data" / "plotly.min.js"
     return _LIB_HEAD + path.read_text(encoding="utf-8") + _LIB_TAIL
 
 
 class PlotlyJS(anywidget.AnyWidget):
-    """plotly.js for the page: a model with no view, created once per kernel (``plotly_js()``)."""
+    """plotly.js for the page: a model with no view, created once per kernel (``plotly_js()``); its ``source`` is
+    plotly.js, which its small module imports into the page's one slot that every ``PlotView`` waits for."""
 
-    @property
-    def _esm(self) -> str:  # read when the model is made, not at import (5 MB)
-        return library_source()
+    _esm = _LIB_ESM
+    source = traitlets.Unicode("").tag(sync=True)
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("source", library_source())
+        super().__init__(**kwargs)
 
 
 _lib: list[PlotlyJS] = []  # the kernel's one PlotlyJS model (a list: replaced if a test closes it)

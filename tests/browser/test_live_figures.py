@@ -97,7 +97,7 @@ def settle(page, what: str, timeout_s: float = 30) -> int:
 
 def reload(page) -> None:
     """Save (the outputs hold the widgets' ids), then reload the tab, as a learner presses F5."""
-    run_command(page, "docmanager:save", timeout_s=30)
+    run_command(page, "docmanager:save", timeout_s=120)
     open_notebook(page, page.url.split("?")[0])
 
 
