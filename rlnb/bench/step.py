@@ -54,26 +54,24 @@ def build_trainer(args):
 
 def child(args) -> dict:
     """In a fresh process: one warm-up step, then the peak increase and the time of one step on ``args.child``."""
-    from rlnb.models.forward import lm_head_path
-
     torch.set_num_threads(args.threads)
     trainer = build_trainer(args)
+    trainer.set_forward_options(lm_head=args.child)          # the trainer's own setting: its steps take it
     cuda = args.device.startswith("cuda")
-    with lm_head_path(args.child):
-        trainer.step()
-        if cuda:
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            base = torch.cuda.memory_allocated()
-        else:
-            with open("/proc/self/clear_refs", "w") as f:
-                f.write("5")                                 # reset VmHWM to the current RSS
-            base = _rss_mb("VmRSS")
-        t0 = time.perf_counter()
-        trainer.step()
-        if cuda:
-            torch.cuda.synchronize()
-        seconds = time.perf_counter() - t0
+    trainer.step()
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+    else:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")                                 # reset VmHWM to the current RSS
+        base = _rss_mb("VmRSS")
+    t0 = time.perf_counter()
+    trainer.step()
+    if cuda:
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - t0
     peak = (torch.cuda.max_memory_allocated() - base) / 2**20 if cuda else _rss_mb("VmHWM") - base
     h = trainer.history[-1]
     return {"peak_mb": peak, "seconds": seconds, "loss": h["loss"], "entropy": h["entropy"]}
