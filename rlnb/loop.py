@@ -202,6 +202,15 @@ class Trainer:
                      weight_decay=new.weight_decay)
         return new
 
+    def log_knobs(self, *names: str) -> tuple[str, ...]:
+        """Write knobs ``names`` to every step's metrics as ``hp/<name>`` from now on (besides those logged
+        already; what a lab does for its controls). Returns all logged knobs."""
+        unknown = [n for n in names if n not in self.recipe.knobs()]
+        if unknown:
+            raise ValueError(f"names: {unknown} are not Recipe knobs; known: {sorted(self.recipe.knobs())}")
+        self.logged_knobs = tuple(dict.fromkeys((*self.logged_knobs, *names)))
+        return self.logged_knobs
+
     def set_forward_options(self, **changes) -> ForwardOptions:
         """Run the forwards with ``changes`` (``backend=``, ``lm_head=``, ``padding=``) from the next step on,
         recorded in ``forward_changes`` as (first step, old, new). Refused while another thread drives the

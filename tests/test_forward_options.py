@@ -11,7 +11,7 @@ from rlnb import Trainer, kernels
 from rlnb.core.forward_options import ForwardOptions, current, using
 from rlnb.models.buckets import padding
 from rlnb.models.forward import lm_head_path
-from rlnb.run.lab_driver import LabLoop
+from rlnb.lab import LabLoop
 
 OTHER = {"backend": "torch", "lm_head": "reference", "padding": "padded"}  # each differs from the default
 STEPS = 5
