@@ -9,9 +9,9 @@ import pytest
 
 from rlnb import Trainer, kernels
 from rlnb.core.forward_options import ForwardOptions, current, using
+from rlnb.lab import LabLoop
 from rlnb.models.buckets import padding
 from rlnb.models.forward import lm_head_path
-from rlnb.lab import LabLoop
 
 OTHER = {"backend": "torch", "lm_head": "reference", "padding": "padded"}  # each differs from the default
 STEPS = 5

@@ -55,7 +55,7 @@ def check_choice(name: str, value, choices: tuple[str, ...]) -> None:
 
 # The one handle on the options in force: a context variable, so each thread (and each asyncio task) sees its own.
 _CURRENT: contextvars.ContextVar[ForwardOptions] = contextvars.ContextVar("rlnb_forward_options",
-                                                                          default=ForwardOptions())
+                                                                          default=ForwardOptions())  # noqa: B039 (frozen)
 
 
 def current() -> ForwardOptions:

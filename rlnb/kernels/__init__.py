@@ -28,7 +28,6 @@ from rlnb.kernels.loss_terms import KERNEL_LOSSES, TokenLossOut, kernel_bounds, 
 from rlnb.logprobs import as_rows, check_inputs, chunked_token_logprobs
 from rlnb.logprobs import token_logprobs as _reference
 
-
 __all__ = ["BACKENDS", "KERNEL_LOSSES", "TokenLossOut", "fused_token_loss", "get_backend",
            "linear_token_logprobs", "resolve_backend", "set_backend", "token_logprobs", "triton_available",
            "triton_status"]

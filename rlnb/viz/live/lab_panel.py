@@ -21,13 +21,13 @@ import ipywidgets as widgets
 from rlnb import recipes as recipes_mod
 from rlnb.algos.resolve import inert_knobs
 from rlnb.core.knobs import UNSET
-from rlnb.recipe import Recipe
 from rlnb.lab import SCENARIOS, LabLoop, describe, measure_kl
 from rlnb.lab import fork as fork_mod
+from rlnb.recipe import Recipe
 from rlnb.viz.explorers.base import STYLE, dropdown, knob_control
 from rlnb.viz.explorers.tokens import TokenXRay
-from rlnb.viz.hooks import mark_box, values_attr
 from rlnb.viz.figures.theme import metric_label
+from rlnb.viz.hooks import mark_box, values_attr
 from rlnb.viz.live.lab_controls import BranchControls
 from rlnb.viz.live.lab_dashboard import LabDashboard, knob_value, stage_summary
 
