@@ -1,8 +1,11 @@
-"""The lab panel's branch controls: the "knobs for" switch (which branch the sliders drive), the "rewind to" list
-of kept steps and the line saying what rewind can reach. Held by ``Lab`` (``rlnb.viz.live.lab_panel``); the work
+"""The lab panel's controls besides the knobs: the "knobs for" switch (which branch the sliders drive), the "rewind
+to" list of kept steps and the line saying what rewind can reach (``BranchControls``), and the scenario row
+(``ScenarioControls``). Held by ``Lab`` (``rlnb.viz.live.lab_panel``); the work
 they start is the engine's (``rlnb.lab``)."""
 
 from __future__ import annotations
+
+import html
 
 import ipywidgets as widgets
 
@@ -53,3 +56,24 @@ class BranchControls:
             pick = self.rewind_to.value if self.rewind_to.value in steps else steps[-1]
             self.rewind_to.options, self.rewind_to.value = steps, pick
         self.kept_view.value = f"<small class='rlnb-kept'>Rewind: {self.loop.kept_text()}</small>"
+
+
+class ScenarioControls:
+    """The panel's scenario row: ``scenario`` (a Dropdown of ``rlnb.lab.SCENARIOS``), the buttons "Set up" and
+    "Fork and fix" (``buttons``, pressed as ``on_set_up(name)`` and ``on_fix(name)``) and ``text``: what the picked
+    scenario sets up and what its fix did when measured."""
+
+    def __init__(self, scenarios, describe, *, on_set_up, on_fix):
+        self.describe = describe
+        self.scenario = widgets.Dropdown(options=list(scenarios), description="scenario", style=STYLE)
+        self.buttons = {"Set up": widgets.Button(description="Set up", tooltip="Apply the scenario's knobs"),
+                        "Fork and fix": widgets.Button(description="Fork and fix", tooltip="Fork the run and "
+                                                       "apply the scenario's fix in the fork")}
+        self.buttons["Set up"].on_click(lambda _: on_set_up(self.scenario.value))
+        self.buttons["Fork and fix"].on_click(lambda _: on_fix(self.scenario.value))
+        self.text = widgets.HTML()
+        self.scenario.observe(lambda ch: self.show(), names="value")
+        self.show()
+
+    def show(self) -> None:
+        self.text.value = f"<small>{html.escape(self.describe(self.scenario.value))}</small>"

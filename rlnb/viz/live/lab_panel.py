@@ -19,17 +19,15 @@ import time
 import ipywidgets as widgets
 
 from rlnb import recipes as recipes_mod
-from rlnb.algos.resolve import inert_knobs
-from rlnb.core.knobs import UNSET
 from rlnb.lab import SCENARIOS, LabLoop, describe, measure_kl
 from rlnb.lab import fork as fork_mod
 from rlnb.recipe import Recipe
-from rlnb.viz.explorers.base import STYLE, dropdown, knob_control
 from rlnb.viz.explorers.tokens import TokenXRay
 from rlnb.viz.figures.theme import metric_label
 from rlnb.viz.hooks import mark_box, values_attr
-from rlnb.viz.live.lab_controls import BranchControls
-from rlnb.viz.live.lab_dashboard import LabDashboard, knob_value, stage_summary
+from rlnb.viz.live.lab_controls import BranchControls, ScenarioControls
+from rlnb.viz.live.lab_dashboard import LabDashboard, stage_summary
+from rlnb.viz.live.lab_knobs import KnobControls
 
 KNOBS = ("num_iterations", "num_mini_batches", "eps_low", "eps_high", "beta", "lr", "temperature", "entropy_coef",
          "num_generations")
@@ -84,18 +82,10 @@ class Lab:
                                       max_fps=max_fps)
         self.message = widgets.HTML()
         self.stage_view = widgets.HTML()
-        self.inert_view = widgets.HTML()  # which controls cannot act now, and why (data-rlnb-inert)
         self.xray, self.xray_box, self._xray_at = None, widgets.VBox([widgets.HTML("<i>Token X-ray: after the "
                                                                                   "first step</i>")]), 0.0
-        self._syncing = False
-        self.controls = {n: knob_control(n, self._value(n)) for n in knobs}
-        self.controls["recipe"] = dropdown("recipe", recipes_mod.names(), trainer.recipe.name
-                                           if trainer.recipe.name in recipes_mod.names() else "grpo",
-                                           "Switch the whole recipe at the next step boundary (weights kept)")
-        for name, w in self.controls.items():
-            if hasattr(w, "continuous_update"):
-                w.continuous_update = False  # a drag is one change, applied on release (not one per pixel)
-            w.observe(lambda ch, name=name: self._on_control(name, ch["new"]), names="value")
+        self.knob_controls = KnobControls(trainer, knobs, self.branch_controls, on_move=self._on_control)
+        self.controls, self.inert_view = self.knob_controls.controls, self.knob_controls.view
         self.buttons = {b: widgets.Button(description=b, layout=widgets.Layout(width="auto")) for b in BUTTONS}
         actions = {"Play": self.play, "Pause": lambda: self.pause(wait=False), "Step": self.step,
                    "Step stage": self.step_stage, "Rewind": lambda: self.rewind(self.rewind_to.value),
@@ -103,29 +93,21 @@ class Lab:
                    "Close fork": lambda: self._between_steps(self.close_fork)}
         for b, fn in actions.items():
             self.buttons[b].on_click(lambda _, fn=fn: self._safely(fn))
-        self.scenario = widgets.Dropdown(options=list(SCENARIOS), description="scenario", style=STYLE)
-        self.buttons["Set up"] = widgets.Button(description="Set up", tooltip="Apply the scenario's knobs")
-        self.buttons["Set up"].on_click(lambda _: self._safely(lambda: self.set_up(self.scenario.value)))
-        self.buttons["Fork and fix"] = widgets.Button(description="Fork and fix",
-                                                      tooltip="Fork the run and apply the scenario's fix in the fork")
-        self.buttons["Fork and fix"].on_click(lambda _: self._safely(lambda: self.try_fix(self.scenario.value)))
+        self.scenario_controls = ScenarioControls(
+            SCENARIOS, describe, on_set_up=lambda name: self._safely(lambda: self.set_up(name)),
+            on_fix=lambda name: self._safely(lambda: self.try_fix(name)))
+        self.scenario, self.scenario_text = self.scenario_controls.scenario, self.scenario_controls.text
+        self.buttons.update(self.scenario_controls.buttons)
         for b, w in self.buttons.items():
             w.add_class("rlnb-button-" + b.lower().replace(" ", "-"))   # found by its hook, not its wording
-        self.scenario_text = widgets.HTML()
-        self.scenario.observe(lambda ch: self._show_scenario(), names="value")
-        self._show_scenario()
         self.loop.on_step, self.loop.on_change = self._on_step, self._refresh
         self._widget = None
         self._refresh()
 
     # --- from code ------------------------------------------------------------------------------
     def play(self, steps: int | None = None) -> None:
-        """Train in the background until ``pause()`` (or ``steps`` more); returns at once.
-
-        A thread, not the kernel's event loop: a step is about a second of blocking torch work, which on
-        the event loop would freeze every widget for that second; in a thread torch releases the GIL, the
-        kernel keeps running cells and widget messages, and widget updates from the thread reach
-        JupyterLab (the kernel's iopub socket is thread-safe). It works the same in plain Python."""
+        """Train in the background until ``pause()`` (or ``steps`` more); returns at once (a thread, not the
+        kernel's event loop: ``rlnb.lab.loop`` says why)."""
         self.loop.play(steps)
         self._refresh()
 
@@ -257,11 +239,9 @@ class Lab:
             self.message.value = f"<span style='color:#D55E00'>{html.escape(f'{type(err).__name__}: {err}')}</span>"
 
     def _on_control(self, name: str, value) -> None:
-        if self._syncing:
-            return
         self._safely(lambda: self.set(name, value, branch=self.branch_controls.driven()))
         if self.message.value:  # refused: the control goes back to what runs
-            self._sync_controls()
+            self.knob_controls.sync()
 
     def _on_step(self, record) -> None:
         self.dashboard(self.trainer, record)
@@ -275,27 +255,6 @@ class Lab:
                 self.xray.refresh()
         self._refresh()
 
-    def _sync_controls(self) -> None:
-        self._syncing = True
-        recipe = self.branch_controls.next_recipe()
-        try:
-            for name, w in self.controls.items():
-                v = recipe.name if name == "recipe" else self._value(name, recipe)
-                if name != "recipe" and hasattr(w, "max") and not isinstance(w, widgets.FloatLogSlider):
-                    w.max, w.min = max(w.max, v), min(w.min, v)
-                if name != "recipe" or v in w.options:
-                    w.value = v
-        finally:
-            self._syncing = False
-
-    def _value(self, name: str, recipe=None):
-        """What ``name`` runs with in the driven branch: the fork's from its recipe, the main run's from the
-        trainer (its controllers may move beta or the entropy coefficient)."""
-        if recipe is not None and self.branch_controls.driven() == "fork":
-            return knob_value(recipe, name)
-        v = self.trainer.knob(name)
-        return knob_value(self.trainer.recipe, name) if v is None or v is UNSET else v
-
     def _show_status(self, step: int) -> None:
         """The status line, about the step the dashboard shows (its title and readout say the same step)."""
         fork = self.loop.fork_branch
@@ -308,8 +267,8 @@ class Lab:
         if self.loop.error:
             self.message.value = f"<span style='color:#D55E00'>{html.escape(self.loop.error)}</span>"
         if not (self.loop.pending or self.loop.fork_branch is not None and self.loop.fork_branch.pending):
-            self._sync_controls()
-        self._show_inert()
+            self.knob_controls.sync()
+        self.knob_controls.show_inert()
         self.branch_controls.show_kept()
         if self.loop.state == "paused":
             self.dashboard.flush()
@@ -318,21 +277,7 @@ class Lab:
     def inert(self) -> dict[str, str]:
         """``{knob: why it cannot act}`` for this lab's controls, on the recipe the next step will run (the
         pending changes applied): e.g. the clip ranges while every update is on-policy."""
-        return {k: why for k, why in inert_knobs(self.branch_controls.next_recipe()).items() if k in self.controls}
-
-    def _show_inert(self) -> None:
-        inert = self.inert()
-        for name, w in self.controls.items():
-            w.disabled = name in inert
-        by_reason: dict[str, list[str]] = {}
-        for name, why in inert.items():
-            by_reason.setdefault(why, []).append(name)
-        lines = [f"<div class='rlnb-inert' data-rlnb-inert='{' '.join(names)}'><b>{', '.join(names)}</b> "
-                 f"cannot act: {html.escape(why)}</div>" for why, names in by_reason.items()]
-        self.inert_view.value = "<small>" + "".join(lines) + "</small>" if lines else ""
-
-    def _show_scenario(self) -> None:
-        self.scenario_text.value = f"<small>{html.escape(describe(self.scenario.value))}</small>"
+        return self.knob_controls.inert()
 
     # --- display --------------------------------------------------------------------------------
     @property
