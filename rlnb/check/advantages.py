@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from rlnb import algos
-from rlnb.check.base import Verdict, _compare, _with_hints
+from rlnb.check.base import Verdict, compare, with_hints
 
 
 def _reward_cases(seed: int = 0) -> list[tuple]:
@@ -23,7 +23,7 @@ def grpo_advantage(fn, *, strict: bool = True) -> Verdict:
              (lambda r, G: algos.ADVANTAGES["grpo"](r, G, unbiased=False),
               "GRPO's std here is Bessel-corrected (unbiased=True, divide by G - 1)"),
              (lambda r, G: algos.ADVANTAGES["dr_grpo"](r, G), "you subtracted the group mean; now divide by the group's std")]
-    return _with_hints("grpo_advantage", fn, algos.ADVANTAGES["grpo"], _reward_cases(), hints, strict)
+    return with_hints("grpo_advantage", fn, algos.ADVANTAGES["grpo"], _reward_cases(), hints, strict)
 
 
 def rloo_advantage(fn, *, strict: bool = True) -> Verdict:
@@ -31,12 +31,12 @@ def rloo_advantage(fn, *, strict: bool = True) -> Verdict:
     hints = [(lambda r, G: algos.ADVANTAGES["dr_grpo"](r, G), "the baseline must leave r_i out: (sum - r_i) / (G - 1)"),
              (lambda r, G: (r.view(-1, G) - (r.view(-1, G).sum(1, keepdim=True) - r.view(-1, G)) / G).reshape(-1),
               "the other rewards are G - 1, so divide their sum by G - 1, not G")]
-    return _with_hints("rloo_advantage", fn, algos.ADVANTAGES["rloo"], _reward_cases(), hints, strict)
+    return with_hints("rloo_advantage", fn, algos.ADVANTAGES["rloo"], _reward_cases(), hints, strict)
 
 
 def maxrl_advantage(fn, *, strict: bool = True) -> Verdict:
     """``fn(rewards (B,), G) -> (B,)``: (r - group mean) / (group mean + 1e-6) for rewards >= 0."""
-    return _compare("maxrl_advantage", fn, algos.ADVANTAGES["maxrl"], _reward_cases(), strict=strict)
+    return compare("maxrl_advantage", fn, algos.ADVANTAGES["maxrl"], _reward_cases(), strict=strict)
 
 
 def dynamic_sampling_keep(fn, *, strict: bool = True) -> Verdict:
@@ -46,5 +46,5 @@ def dynamic_sampling_keep(fn, *, strict: bool = True) -> Verdict:
     cases = [(torch.tensor([1, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0]).bool(), 4),
              (torch.tensor([1, 0, 1, 1, 0, 0]).bool(), 2), (torch.rand(24, generator=g) < 0.5, 3),
              (torch.rand(32, generator=g) < 0.15, 8)]
-    return _compare("dynamic_sampling_keep", fn, lambda correct, G: algos.FILTERS["dynamic_sampling"](
+    return compare("dynamic_sampling_keep", fn, lambda correct, G: algos.FILTERS["dynamic_sampling"](
         torch.zeros(len(correct)), G, correct=correct), cases, strict=strict)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from rlnb import algos
-from rlnb.check.base import Verdict, _with_hints
+from rlnb.check.base import Verdict, with_hints
 
 
 def _gae_one(rewards, values, gamma, lam):
@@ -32,7 +32,7 @@ def gae_by_hand(fn, *, strict: bool = True) -> Verdict:
               "return minus V_t"),
              (no_terminal, "after the last token the episode is over: V = 0 there, nothing to bootstrap from"),
              (lam_ignored, "the recursion is A_t = delta_t + gamma * lambda * A_{t+1}: lambda multiplies too")]
-    return _with_hints("gae_by_hand", fn, _gae_one, cases, hints, strict)
+    return with_hints("gae_by_hand", fn, _gae_one, cases, hints, strict)
 
 
 def _value_clip(values, old_values, returns, eps):
@@ -55,7 +55,7 @@ def value_clip(fn, *, strict: bool = True) -> Verdict:
     hints = [(clipped_min, "PPO keeps the larger (pessimistic) of the two squared errors: max, not min"),
              (around_target, "clip V's move around the rollout's old value old_V, not around the target R"),
              (lambda v, o, R, e: 2 * _value_clip(v, o, R, e), "the loss has a factor 1/2 in front")]
-    return _with_hints("value_clip", fn, _value_clip, cases, hints, strict)
+    return with_hints("value_clip", fn, _value_clip, cases, hints, strict)
 
 
 def _mc_value(rewards, final, lengths):
@@ -84,7 +84,7 @@ def mc_value(fn, *, strict: bool = True) -> Verdict:
               "the max over K is pass@K of the prefix (any continuation right); the value is the mean"),
              (lambda r, f, n: torch.where(torch.arange(r.shape[1])[None, :] > n[:, None], f[:, None], r.float().mean(-1)),
               "off by one: s_L (all L tokens written) is already finished, so t = L takes the final reward too")]
-    return _with_hints("mc_value", fn, _mc_value, _value_cases(), hints, strict)
+    return with_hints("mc_value", fn, _mc_value, _value_cases(), hints, strict)
 
 
 def _token_credit(values, mask):
@@ -106,4 +106,4 @@ def token_credit(fn, *, strict: bool = True) -> Verdict:
               "multiply by the mask: tokens after the end get no credit"),
              (lambda v, m: (v[:, 1:] - v[:, :1]) * m,
               "subtract the value just before the token (V(s_t)), not the prompt's value V(s_0)")]
-    return _with_hints("token_credit", fn, _token_credit, cases, hints, strict)
+    return with_hints("token_credit", fn, _token_credit, cases, hints, strict)

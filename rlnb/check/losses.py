@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from rlnb import algos
-from rlnb.check.base import Verdict, _compare, _with_hints
+from rlnb.check.base import Verdict, compare, with_hints
 
 
 def _loss_cases() -> list[tuple]:
@@ -19,14 +19,14 @@ def ppo_clip_loss(fn, *, eps_low: float = 0.2, eps_high: float = 0.2, strict: bo
     def ref(ratio, adv):
         return algos.POLICY_LOSSES["ppo_clip"](ratio.log(), torch.zeros_like(ratio), adv, torch.ones_like(ratio),
                                                eps_low=eps_low, eps_high=eps_high).loss
-    return _compare("ppo_clip_loss", fn, ref, _loss_cases(), strict=strict)
+    return compare("ppo_clip_loss", fn, ref, _loss_cases(), strict=strict)
 
 
 def k3(fn, *, strict: bool = True) -> Verdict:
     """``fn(logp, ref_logp) -> k3``: exp(ref_logp - logp) + (logp - ref_logp) - 1."""
     g = torch.Generator().manual_seed(0)
     cases = [(torch.tensor([0.0, -1.0]), torch.tensor([0.0, -2.0])), (-torch.rand(3, 5, generator=g), -torch.rand(3, 5, generator=g))]
-    return _compare("k3", fn, algos.KL_ESTIMATORS["k3"], cases, strict=strict)
+    return compare("k3", fn, algos.KL_ESTIMATORS["k3"], cases, strict=strict)
 
 
 def _agg_cases() -> list[tuple]:
@@ -37,12 +37,12 @@ def _agg_cases() -> list[tuple]:
 
 def token_mean(fn, *, strict: bool = True) -> Verdict:
     """``fn(loss (B, T), mask (B, T)) -> scalar``: sum of loss * mask over all tokens / number of tokens."""
-    return _compare("token_mean", fn, algos.AGGREGATIONS["token-mean"], _agg_cases(), strict=strict)
+    return compare("token_mean", fn, algos.AGGREGATIONS["token-mean"], _agg_cases(), strict=strict)
 
 
 def seq_mean_token_mean(fn, *, strict: bool = True) -> Verdict:
     """``fn(loss (B, T), mask (B, T)) -> scalar``: mean over sequences of each sequence's token mean."""
-    return _compare("seq_mean_token_mean", fn, algos.AGGREGATIONS["seq-mean-token-mean"], _agg_cases(), strict=strict)
+    return compare("seq_mean_token_mean", fn, algos.AGGREGATIONS["seq-mean-token-mean"], _agg_cases(), strict=strict)
 
 
 def overlong_penalty(fn, *, max_new_tokens: int = 16, overlong_buffer: int = 4, strict: bool = True) -> Verdict:
@@ -53,7 +53,7 @@ def overlong_penalty(fn, *, max_new_tokens: int = 16, overlong_buffer: int = 4, 
     hints = [(lambda n: -ref(n), "a penalty is negative: 0 down to -1"),
              (lambda n: -(n > max_new_tokens).float(), "that is the hard cut only; add the linear ramp over the last "
                                                         "L_cache tokens before L_max")]
-    return _with_hints("overlong_penalty", fn, ref, cases, hints, strict)
+    return with_hints("overlong_penalty", fn, ref, cases, hints, strict)
 
 
 def _score(logits, v):
@@ -71,4 +71,4 @@ def score_function(fn, *, strict: bool = True) -> Verdict:
               "log pi(v) = z_v - logsumexp(z): the logsumexp term contributes -softmax(z)"),
              (lambda z, v: _score(z, v) * z.softmax(-1)[v], "that is the gradient of pi(v), not of log pi(v): "
                                                            "divide by pi(v)")]
-    return _with_hints("score_function", fn, _score, cases, hints, strict)
+    return with_hints("score_function", fn, _score, cases, hints, strict)

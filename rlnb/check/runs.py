@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from rlnb.check.base import Verdict, _compare, _with_hints
+from rlnb.check.base import Verdict, compare, with_hints
 from rlnb.studies.scaling import sigmoid_curve as _sigmoid_curve
 
 
@@ -14,7 +14,7 @@ def scalerl_curve(fn, *, strict: bool = True) -> Verdict:
     tensor of compute values, with R(0) = R0."""
     C = torch.tensor([0.0, 10.0, 100.0, 1000.0, 1e4], dtype=torch.float64)
     cases = [(C, 0.8, 1.0, 100.0, 0.2), (C, 0.5, 2.0, 300.0, 0.05), (C, 0.3, 0.5, 50.0, 0.25)]
-    return _compare("scalerl_curve", fn, lambda C, A, B, C_mid, R0: _sigmoid_curve(C, A=A, B=B, C_mid=C_mid, R0=R0),
+    return compare("scalerl_curve", fn, lambda C, A, B, C_mid, R0: _sigmoid_curve(C, A=A, B=B, C_mid=C_mid, R0=R0),
                     cases, strict=strict)
 
 
@@ -32,7 +32,7 @@ def hack_share(fn, *, strict: bool = True) -> Verdict:
               "you divided by the paid completions; the share is over all completions (a mean over B)"),
              (lambda r, c: float((~c).float().mean()),
               "that is the share of wrong completions; a hack is wrong *and* paid (reward > 0)")]
-    return _with_hints("hack_share", fn, _hack_share, cases, hints, strict)
+    return with_hints("hack_share", fn, _hack_share, cases, hints, strict)
 
 
 def _crash_step(rewards, drop):
@@ -55,4 +55,4 @@ def crash_step(fn, *, strict: bool = True) -> Verdict:
               "return the step that crashed, not the one before it"),
              (lambda r, d: next((i for i, x in enumerate(r) if x < max(r) - d), None),
               "the maximum must be over the steps so far, not over the whole run (a later peak is not known yet)")]
-    return _with_hints("crash_step", fn, _crash_step, cases, hints, strict)
+    return with_hints("crash_step", fn, _crash_step, cases, hints, strict)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from rlnb.check.base import Verdict, _compare, _with_hints
+from rlnb.check.base import Verdict, compare, with_hints
 from rlnb.models.generate import top_p_filter as _top_p_filter
 from rlnb.run.evaluate import pass_at_k as _pass_at_k
 from rlnb.tasks.gsm8k import final_number as _final_number
@@ -16,7 +16,7 @@ def top_p_filter(fn, *, strict: bool = True) -> Verdict:
     g = torch.Generator().manual_seed(0)
     cases = [(torch.log(torch.tensor([[0.5, 0.3, 0.2]])), 0.7), (torch.randn(4, 9, generator=g), 0.9),
              (torch.randn(2, 5, generator=g), 1.0)]
-    return _compare("top_p_filter", fn, _top_p_filter, cases, strict=strict)
+    return compare("top_p_filter", fn, _top_p_filter, cases, strict=strict)
 
 
 def pass_at_k(fn, *, strict: bool = True) -> Verdict:
@@ -25,7 +25,7 @@ def pass_at_k(fn, *, strict: bool = True) -> Verdict:
     hints = [(lambda n, c, k: c / n, "that is pass@1 whatever k is: use 1 - C(n - c, k) / C(n, k)"),
              (lambda n, c, k: 1 - (1 - c / n) ** k, "1 - (1 - c/n)^k samples with replacement and is biased; "
                                                     "count draws without replacement: 1 - C(n - c, k) / C(n, k)")]
-    return _with_hints("pass_at_k", fn, _pass_at_k, cases, hints, strict)
+    return with_hints("pass_at_k", fn, _pass_at_k, cases, hints, strict)
 
 
 def final_number(fn, *, strict: bool = True) -> Verdict:
@@ -44,7 +44,7 @@ def final_number(fn, *, strict: bool = True) -> Verdict:
               "remove the thousands separators: '1,200' is the number 1200"),
              (lambda t: nums(t)[-1].replace(",", "") if nums(t) else None,
               "drop trailing decimal zeros ('3.50' -> '3.5', '100.00' -> '100'): the reference answer is written that way")]
-    return _with_hints("final_number", fn, _final_number, [(t,) for t in texts], hints, strict)
+    return with_hints("final_number", fn, _final_number, [(t,) for t in texts], hints, strict)
 
 
 def online_logsumexp(fn, *, strict: bool = True) -> Verdict:
@@ -68,7 +68,7 @@ def online_logsumexp(fn, *, strict: bool = True) -> Verdict:
               "a first block of all -inf gives -inf - (-inf) = nan: start the running max at a finite -3e38"),
              (lambda x, b: _online_lse(x, b, rescale=False),
               "when a block raises the max from m to m', the sum so far must be rescaled by exp(m - m')")]
-    return _with_hints("online_logsumexp", fn, lambda x, block: torch.logsumexp(x, -1), cases, hints, strict)
+    return with_hints("online_logsumexp", fn, lambda x, block: torch.logsumexp(x, -1), cases, hints, strict)
 
 
 def _online_lse(x, block, *, start=-3.0e38, rescale=True):
