@@ -7,8 +7,8 @@ import threading
 import pytest
 
 from rlnb import Trainer
-from rlnb.run import owner
 from rlnb.lab import LabLoop
+from rlnb.run import owner
 
 # each call a notebook might make while the lab plays; the refusal must name the method
 CALLS = {

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from rlnb import Trainer
-from rlnb.lab import fork as fork_mod
 from rlnb.lab import LabLoop
+from rlnb.lab import fork as fork_mod
 from rlnb.viz import Lab
 
 

@@ -4,9 +4,9 @@ import ipywidgets as widgets
 import pytest
 
 from rlnb import Trainer
+from rlnb.lab.scenarios import SCENARIOS, describe
 from rlnb.viz import Lab
 from rlnb.viz.live.lab_panel import KNOBS
-from rlnb.lab.scenarios import SCENARIOS, describe
 
 
 def tiny():
