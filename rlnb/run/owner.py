@@ -69,7 +69,7 @@ def release(trainer, thread: threading.Thread) -> None:
 
 def _forget_if_empty(trainer, c: Claim) -> None:
     if c.holder is None and c.thread is None:
-        del _OWNERS[trainer]
+        _OWNERS.pop(trainer, None)  # a thread ending and a lab closing may both get here
 
 
 def driver(trainer) -> str | None:
