@@ -62,3 +62,18 @@ def test_run_state_is_written_only_by_the_trainer_and_the_run_driver():
     assert hits == []
     assert RUN_STATE_WRITE.search("    trainer.run_target = None") and RUN_STATE_WRITE.search("t.logged_knobs = ()")
     assert not RUN_STATE_WRITE.search("trainer.run_target == None")
+
+
+# ``_shell`` lives in rlnb/viz/backend.py, which another change rewrites; it becomes public there
+HELD_BACK = {"rlnb/viz/live/dashboard.py: rlnb.viz.backend._shell"}
+
+
+def test_no_module_imports_another_files_private_helper():
+    found = set()
+    for path, text in sources().items():
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rlnb"):
+                found |= {f"{path}: {node.module}.{a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")}
+    assert HELD_BACK <= found                                   # the scan sees a private import where there is one
+    assert found - HELD_BACK == set()
