@@ -13,7 +13,9 @@ from rlnb import recipes as recipes_mod
 from rlnb import tasks as tasks_mod
 from rlnb.algos import PassRateHistory, ValueHead, extra_inputs
 from rlnb.batch import Batch
-from rlnb.core.checks import check_model, check_trainer_args
+from rlnb.core import forward_options
+from rlnb.core.checks import check_trainer_args
+from rlnb.core.forward_options import ForwardOptions
 from rlnb.core.runtime import Timer, check_hooks, deferred_interrupt, hash_seed
 from rlnb.recipe import Recipe
 from rlnb.run import checkpoint, owner
@@ -58,16 +60,24 @@ class Trainer:
     completion; "zero" scores such entries 0 and counts them in the ``reward_errors`` metric.
     ``reward_time_limit``: seconds a reward function call may take (None, the default: no limit); a call
     that overruns is an error of that function, handled as ``reward_on_error`` says.
+    ``forward``: how the forwards run (``ForwardOptions``: kernel backend, LM-head path, padding; default: those
+    in force in the calling thread now). Every step runs with them, whichever thread steps it; only
+    ``set_forward_options`` changes them.
     """
 
     def __init__(self, model, tokenizer, task="add", recipe: str | Recipe = "grpo", *, seed: int = 0,
                  ref_model=None, pool_size: int = 4096, keep_records: int = 64, safe_update: bool = True,
-                 reward_on_error: str = "raise", reward_time_limit: float | None = None, **overrides):
+                 reward_on_error: str = "raise", reward_time_limit: float | None = None,
+                 forward: ForwardOptions | None = None, **overrides):
         check_trainer_args(model, tokenizer, seed=seed, ref_model=ref_model, pool_size=pool_size,
                            keep_records=keep_records, safe_update=safe_update, reward_on_error=reward_on_error,
                            reward_time_limit=reward_time_limit)
         self.reward_on_error, self.pool_size = reward_on_error, pool_size  # saved with checkpoints
         self.reward_time_limit = reward_time_limit
+        if forward is not None and not isinstance(forward, ForwardOptions):
+            raise TypeError(f"forward: expected ForwardOptions or None, got {type(forward).__name__}")
+        self.forward_options = forward if forward is not None else forward_options.current()
+        self.forward_changes: list[tuple[int, ForwardOptions, ForwardOptions]] = []  # (first step, old, new)
         self.recipe = recipes_mod.get(recipe, **overrides)
         self.task = tasks_mod.get(task)
         self.model, self.tokenizer, self.seed, self.safe_update = model, tokenizer, int(seed), safe_update
@@ -192,6 +202,28 @@ class Trainer:
                      weight_decay=new.weight_decay)
         return new
 
+    def log_knobs(self, *names: str) -> tuple[str, ...]:
+        """Write knobs ``names`` to every step's metrics as ``hp/<name>`` from now on (besides those logged
+        already; what a lab does for its controls). Returns all logged knobs."""
+        unknown = [n for n in names if n not in self.recipe.knobs()]
+        if unknown:
+            raise ValueError(f"names: {unknown} are not Recipe knobs; known: {sorted(self.recipe.knobs())}")
+        self.logged_knobs = tuple(dict.fromkeys((*self.logged_knobs, *names)))
+        return self.logged_knobs
+
+    def set_forward_options(self, **changes) -> ForwardOptions:
+        """Run the forwards with ``changes`` (``backend=``, ``lm_head=``, ``padding=``) from the next step on,
+        recorded in ``forward_changes`` as (first step, old, new). Refused while another thread drives the
+        trainer, and inside a step. A ``with padding(...)`` block never reaches a trainer's steps: this does."""
+        owner.check(self, "set_forward_options")
+        if self._in_step:
+            raise RuntimeError("set_forward_options: called during a step; options change between steps")
+        new = self.forward_options.replace(**changes)                  # raises naming a bad option
+        if new != self.forward_options:
+            self.forward_changes.append((self.step_count + 1, self.forward_options, new))
+            self.forward_options = new
+        return new
+
     def use_reference(self, ref_model="start", *, rebuild: bool = True):
         """Set the KL reference, the one place a reference model is set: a model, ``"copy"`` (a frozen copy
         of the policy now), ``"start"`` (the policy as the run started, from the weights kept at
@@ -297,7 +329,8 @@ class Trainer:
         changes. ``callbacks``: objects with ``on_stage(trainer, stage, batch)``, called after each stage."""
         owner.check(self, "step")
         stage = StageRunner(self, check_hooks(callbacks))
-        with rollback_on_error(self), self._stepping(), self._old_logp_from_update():
+        with forward_options.using(self.forward_options), rollback_on_error(self), self._stepping(), \
+                self._old_logp_from_update():
             batch = stage("sample", self.sampler.step, self.next_prompts())
             batch = stage("reward", self.rewarder.step, batch)
             batch = self.refill.step(batch, more=stage.next_round)    # DAPO: refill the groups the filters drop
@@ -313,7 +346,8 @@ class Trainer:
         """The step's first stages on the next prompts, without the update: sample, reward and (DAPO) refill."""
         owner.check(self, "rollout")
         stage = StageRunner(self, [])
-        return self.refill.step(stage.next_round(), more=stage.next_round)
+        with forward_options.using(self.forward_options):
+            return self.refill.step(stage.next_round(), more=stage.next_round)
 
     @contextlib.contextmanager
     def _old_logp_from_update(self):
@@ -357,13 +391,12 @@ class Trainer:
     def evaluate(self, n: int = 200, *, greedy: bool = True, k: int = 1, seed: int = EVAL_SEED) -> dict:
         """pass@1 (greedy or sampled) and pass@k on ``n`` held-out prompts."""
         r = self.recipe
-        return evaluate(self.model, self.tokenizer, self.task, n=n, seed=seed, k=k, greedy=greedy,
-                        max_new_tokens=r.max_new_tokens, temperature=r.temperature, top_p=r.top_p)
+        with forward_options.using(self.forward_options):
+            return evaluate(self.model, self.tokenizer, self.task, n=n, seed=seed, k=k, greedy=greedy,
+                            max_new_tokens=r.max_new_tokens, temperature=r.temperature, top_p=r.top_p)
 
     def __repr__(self) -> str:
         return (f"Trainer(recipe={self.recipe.name!r}, task={self.task.name!r}, seed={self.seed}, "
                 f"steps={self.step_count})")
 
-
-check_vocab = check_model  # the old name
 

@@ -81,7 +81,7 @@ def generation_variants(trainer, batch):
                     cache = DynamicCache()
                     cache.layers = [preallocated_layer(batch.prompt_ids.shape[1] + T)
                                     for _ in range(model.config.num_hidden_layers)]
-                    kwargs[generate._cache_kw(model)] = cache
+                    kwargs[generate.cache_arg_name(model)] = cache
                 return forward(*args, **kwargs)
             model.forward = forward_with_cache
         if prefill_per_row:  # every row its own prompt: nothing is shared

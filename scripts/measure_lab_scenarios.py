@@ -15,8 +15,8 @@ import json
 import time
 
 from rlnb import Trainer
-from rlnb.run.lab_driver import LabLoop, measure_kl
-from rlnb.viz.live.scenarios import RESULTS, SCENARIOS
+from rlnb.lab import LabLoop, measure_kl
+from rlnb.lab.scenarios import RESULTS, SCENARIOS
 
 
 def race(setup: dict, fix: dict, warm: int, steps: int, P: int, G: int) -> tuple[list, list]:

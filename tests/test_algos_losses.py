@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from rlnb.algos import POLICY_LOSSES, bind, extra_inputs
 from rlnb.algos.aggregation import seq_mean_token_mean
 from rlnb.algos.losses import cispo, gspo, pg, ppo_clip, sapo
-from rlnb.algos.losses_dppo import bernoulli_kl, dppo_kl, dppo_tv, topk_divergence
+from rlnb.algos.losses_trust_region import bernoulli_kl, dppo_kl, dppo_tv, topk_divergence
 from rlnb.recipe import Recipe
 
 F64 = torch.float64

@@ -11,7 +11,7 @@ import torch
 
 from rlnb.algos import AGGREGATIONS
 from rlnb.algos.losses import geo_mean, ppo_clip
-from rlnb.algos.losses_cov import clip_cov, kl_cov, token_cov
+from rlnb.algos.losses_covariance import clip_cov, kl_cov, token_cov
 
 F64 = torch.float64
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from rlnb.algos import ADVANTAGES, KL_ESTIMATORS, POLICY_LOSSES, sum_pi_squared
-from rlnb.algos.advantages_verl import gdpo, gpg
+from rlnb.algos.advantages_normalised import gdpo, gpg
 
 F64 = torch.float64
 

@@ -133,6 +133,7 @@ def test_hack_share_and_crash_step_accept_the_right_answer_and_name_the_mistake(
     import torch as _t
 
     import rlnb.check as ck
+    from rlnb.check.runs import _hack_share
 
     assert ck.hack_share(lambda r, c: float(((r > 0) & ~c).float().mean()))
     assert not ck.hack_share(lambda r, c: float((~c).float().mean()), strict=False)
@@ -141,13 +142,14 @@ def test_hack_share_and_crash_step_accept_the_right_answer_and_name_the_mistake(
     assert not ck.crash_step(lambda r, d: next((i for i, x in enumerate(r) if x < r[0] - d), None), strict=False)
     out = capsys.readouterr().out
     assert "running max" in out and "Not yet" in out
-    assert ck._hack_share(_t.tensor([1.0, 0.0]), _t.tensor([False, False])) == 0.5  # by hand: 1 of 2 paid, 0 right
+    assert _hack_share(_t.tensor([1.0, 0.0]), _t.tensor([False, False])) == 0.5  # by hand: 1 of 2 paid, 0 right
 
 
 def test_gae_by_hand_and_value_clip_accept_the_right_answer_and_name_the_mistake(capsys):
     import torch as _t
 
     import rlnb.check as ck
+    from rlnb.check.credit import _gae_one
 
     def gae_ok(r, v, gamma, lam):
         adv, nxt_a, nxt_v = _t.zeros_like(v), 0.0, 0.0
@@ -159,7 +161,7 @@ def test_gae_by_hand_and_value_clip_accept_the_right_answer_and_name_the_mistake
 
     assert ck.gae_by_hand(gae_ok)
     # by hand: r = (0, 0, 1), V = (.5, .25, .75), gamma = lam = 1 -> A_t = 1 - V_t
-    assert ck._gae_one(_t.tensor([0.0, 0.0, 1.0]), _t.tensor([0.5, 0.25, 0.75]), 1.0, 1.0).tolist() == [0.5, 0.75, 0.25]
+    assert _gae_one(_t.tensor([0.0, 0.0, 1.0]), _t.tensor([0.5, 0.25, 0.75]), 1.0, 1.0).tolist() == [0.5, 0.75, 0.25]
     assert not ck.gae_by_hand(lambda r, v, g, lam: gae_ok(r, v, g, lam) + v, strict=False)
     assert "return minus V_t" in capsys.readouterr().out
     assert not ck.gae_by_hand(lambda r, v, g, lam: gae_ok(r, v, g, 1.0), strict=False)

@@ -95,8 +95,8 @@ def test_lm_head_path_rejects_unknown_names_and_restores():
         with F.lm_head_path("full"):
             pass
     with F.lm_head_path("reference"):
-        assert F._LM_HEAD["path"] == "reference"
-    assert F._LM_HEAD["path"] == "fused"
+        assert F.lm_head() == "reference"
+    assert F.lm_head() == "fused"
 
 
 def test_five_steps_of_the_embedded_default_match_the_reference_path():

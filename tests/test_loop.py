@@ -148,14 +148,14 @@ def test_batch_renders_as_a_table(stages):
 
 
 def test_cli_recipe_flags_parse_tuples_bools_and_optional_numbers():
-    from rlnb.cli import _overrides, build_parser
+    from rlnb.cli import build_parser, recipe_overrides
 
     args = build_parser().parse_args(["train", "--filters", "dynamic_sampling", "overlong", "--kl-target", "0.1",
                                       "--dual-clip-c", "none", "--fp32-lm-head", "true", "--eps-high", "0.28",
                                       "--beta", "0.05"])
-    assert _overrides(args) == {"filters": ("dynamic_sampling", "overlong"), "kl_target": 0.1, "dual_clip_c": None,
+    assert recipe_overrides(args) == {"filters": ("dynamic_sampling", "overlong"), "kl_target": 0.1, "dual_clip_c": None,
                                 "fp32_lm_head": True, "eps_high": 0.28, "beta": 0.05}
-    assert rlnb.recipes.get("grpo", **_overrides(args)).filters == ("dynamic_sampling", "overlong")
+    assert rlnb.recipes.get("grpo", **recipe_overrides(args)).filters == ("dynamic_sampling", "overlong")
 
 
 def test_batch_table_shows_the_first_group_with_right_and_wrong_answers():

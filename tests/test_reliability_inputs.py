@@ -31,7 +31,7 @@ from rlnb.algos import (
     overlong_penalty,
     value_loss,
 )
-from rlnb.algos.losses_dppo import topk_divergence
+from rlnb.algos.losses_trust_region import topk_divergence
 from rlnb.core.checks import check_device
 from rlnb.logprobs import chunked_token_logprobs, token_logprobs
 from rlnb.models.generate import sample

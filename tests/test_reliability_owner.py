@@ -7,8 +7,8 @@ import threading
 import pytest
 
 from rlnb import Trainer
+from rlnb.lab import LabLoop
 from rlnb.run import owner
-from rlnb.run.lab_driver import LabLoop
 
 # each call a notebook might make while the lab plays; the refusal must name the method
 CALLS = {
@@ -139,7 +139,7 @@ def test_the_lab_refuses_a_recipe_switch_it_cannot_make_whole():
 
 
 def test_a_lab_whose_constructor_raised_owns_nothing(monkeypatch):
-    from rlnb.viz.live import lab as lab_mod
+    from rlnb.viz.live import lab_panel as lab_mod
 
     t = small()
 
@@ -155,7 +155,7 @@ def test_a_lab_whose_constructor_raised_owns_nothing(monkeypatch):
 
 
 def test_a_lab_loop_whose_checkpoint_failed_owns_nothing(monkeypatch):
-    from rlnb.run import points
+    from rlnb.lab import points
 
     t = small()
     monkeypatch.setattr(points, "snapshot", lambda *a, **k: (_ for _ in ()).throw(MemoryError("no room")))

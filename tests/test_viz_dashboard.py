@@ -82,7 +82,7 @@ def test_dashboard_draws_when_the_cell_ends(monkeypatch):
     events = []
     shell = SimpleNamespace(events=SimpleNamespace(register=lambda name, fn: events.append((name, fn)),
                                                    unregister=lambda name, fn: events.remove((name, fn))))
-    monkeypatch.setattr(dashboard_mod, "_shell", lambda: shell)
+    monkeypatch.setattr(dashboard_mod, "shell", lambda: shell)
     clock, tr = Clock(), FakeTrainer()
     dash = Dashboard(clock=clock, backend="static")
     tr.step()
@@ -139,7 +139,7 @@ def test_static_backend_in_a_shell_uses_plotlys_renderer(monkeypatch):
     """In a kernel the Output gets what plotly's renderer makes: in Colab, HTML loading plotly.js."""
     import plotly.io as pio
 
-    monkeypatch.setattr(backend_mod, "_shell", lambda: object())
+    monkeypatch.setattr(backend_mod, "shell", lambda: object())
     monkeypatch.setattr(pio.renderers, "default", "colab")
     live = backend_mod.LiveFigure(go.Figure(go.Scatter(y=[1, 2], name="a")), backend="static")
     data = live.view.outputs[0]["data"]

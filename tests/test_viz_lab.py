@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rlnb import Trainer
-from rlnb.run.lab_driver import LabLoop
+from rlnb.lab import LabLoop
 
 KNOBS = ("beta", "lr", "eps_high")
 
@@ -71,7 +71,7 @@ INTERRUPT = """
 import _thread, signal, threading
 signal.signal(signal.SIGINT, signal.default_int_handler)  # a background shell may have left SIGINT ignored
 from rlnb import Trainer
-from rlnb.run.lab_driver import LabLoop
+from rlnb.lab import LabLoop
 t = Trainer.tiny("grpo", prompts_per_step=2, num_generations=4, max_new_tokens=10)
 loop = LabLoop(t)
 loop.play()

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from rlnb import Trainer
-from rlnb.run import fork as fork_mod
-from rlnb.run.lab_driver import LabLoop
+from rlnb.lab import LabLoop
+from rlnb.lab import fork as fork_mod
 from rlnb.viz import Lab
 
 

@@ -4,9 +4,9 @@ import ipywidgets as widgets
 import pytest
 
 from rlnb import Trainer
+from rlnb.lab.scenarios import SCENARIOS, describe
 from rlnb.viz import Lab
-from rlnb.viz.live.lab import KNOBS
-from rlnb.viz.live.scenarios import SCENARIOS, describe
+from rlnb.viz.live.lab_panel import KNOBS
 
 
 def tiny():
@@ -105,7 +105,7 @@ def test_closing_the_widget_stops_the_thread():
 
 
 def test_a_scenario_whose_symptom_did_not_show_does_not_claim_the_fix_helped(monkeypatch):
-    import rlnb.viz.live.scenarios as sc
+    import rlnb.lab.scenarios as sc
 
     run = {"steps": 20, "P": 8, "G": 8, "symptom": {"start": 0.43, "end": 0.60}, "fix": {"start": 0.43, "end": 0.70}}
     monkeypatch.setattr(sc, "measured", lambda: {"entropy collapse": run})
@@ -140,7 +140,7 @@ def test_the_lab_measures_kl_to_the_start_whatever_beta_and_hands_the_reference_
 
 
 def test_a_level_symptom_shows_when_the_untreated_run_ends_on_its_wrong_side():
-    from rlnb.viz.live.scenarios import helped, shown
+    from rlnb.lab.scenarios import helped, shown
 
     run = lambda end, fix: {"symptom": {"start": 0.9, "end": end}, "fix": {"start": 0.9, "end": fix}}  # noqa: E731
     assert shown("no signal", run(0.8, 0.6)) and helped("no signal", run(0.8, 0.6))   # most groups without signal

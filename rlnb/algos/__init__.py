@@ -5,30 +5,33 @@ Importing this package registers every entry. Look entries up by name::
     from rlnb.algos import ADVANTAGES, POLICY_LOSSES, AGGREGATIONS, KL_ESTIMATORS, FILTERS
 """
 
-from rlnb.algos import (  # noqa: F401  (importing a module registers its entries)
+# importing a module registers its entries, in this order: the order tables and dropdowns list them
+# isort: off
+from rlnb.algos import (  # noqa: F401
     advantages,
     advantages_baselines,
     advantages_credit,
-    advantages_otb,
+    advantages_token_baseline,
     advantages_passk,
-    advantages_verl,
+    advantages_normalised,
     advantages_whitened,
     aggregation,
     filters,
     kl,
     losses,
-    losses_cov,
-    losses_dppo,
-    losses_dro,
+    losses_covariance,
+    losses_trust_region,
+    losses_ratio_penalty,
 )
+# isort: on
 from rlnb.algos.advantages import ADVANTAGES, gae
-from rlnb.algos.advantages_otb import sum_pi_squared
+from rlnb.algos.advantages_token_baseline import sum_pi_squared
 from rlnb.algos.aggregation import AGGREGATIONS
 from rlnb.algos.entropy import EntropyThermostat, entropy_bonus, top_entropy_mask
 from rlnb.algos.filters import FILTERS, PassRateHistory
 from rlnb.algos.kl import KL_ESTIMATORS, AdaptiveKLController, kl_penalized_rewards, kl_regularised_optimum
 from rlnb.algos.losses import POLICY_LOSSES, LossOut
-from rlnb.algos.losses_dppo import bernoulli_kl, topk_divergence
+from rlnb.algos.losses_trust_region import bernoulli_kl, topk_divergence
 from rlnb.algos.registry import Registry, bind, extra_inputs, hyper_names, knob_names
 from rlnb.algos.shaping import overlong_penalty
 from rlnb.algos.values import ValueHead, ValueLossOut, value_loss

@@ -9,7 +9,7 @@ rewards) take those ``(B,)`` tensors as optional positional-or-keyword arguments
 (default None, so they are not mistaken for hyperparameters), list their names in ``fn.extra_inputs``
 (read by ``rlnb.algos.extra_inputs``) and raise a ValueError naming the tensor when it is missing. More
 entries live in ``advantages_whitened`` (REINFORCE++), ``advantages_baselines`` (ReMax, OPO),
-``advantages_passk`` (pass@k), ``advantages_verl`` (GDPO, GPG) and ``advantages_otb`` (the optimal token
+``advantages_passk`` (pass@k), ``advantages_normalised`` (GDPO, GPG) and ``advantages_token_baseline`` (the optimal token
 baselines, which return (B, T) advantages).
 
 Singleton groups (G = 1) have no within-group baseline: every group-relative entry defines their
@@ -22,51 +22,13 @@ from __future__ import annotations
 
 import torch
 
+from rlnb.algos.inputs import as_float as _as_float
+from rlnb.algos.inputs import centred as _centred
+from rlnb.algos.inputs import groups as _groups
 from rlnb.algos.registry import Registry
 from rlnb.core.checks import check_same_device, check_tensor
 
 ADVANTAGES = Registry("advantage estimator")
-
-
-def _as_float(x: torch.Tensor) -> torch.Tensor:
-    """Keep float dtypes (fp64 for gradcheck), promote integers and bools to fp32."""
-    return x if x.is_floating_point() else x.float()
-
-
-def check_group_size(group_size) -> None:
-    if not isinstance(group_size, int) or isinstance(group_size, bool):
-        raise TypeError(f"group_size: expected a positive int (G), got {group_size!r}")
-    if group_size < 1:
-        raise ValueError(f"group_size: expected a positive int (G), got {group_size!r}")
-
-
-def _groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
-    """View ``(B,)`` rewards as ``(P, G)``, after checking them: a finite 1-D tensor of whole groups."""
-    check_tensor("rewards", rewards, finite=True)
-    check_group_size(group_size)
-    if rewards.dim() != 1 or rewards.numel() % group_size or not rewards.numel():
-        raise ValueError(
-            f"rewards: expected a 1-D tensor whose length is a multiple of group_size={group_size}, "
-            f"got shape {tuple(rewards.shape)}"
-        )
-    return _as_float(rewards).view(-1, group_size)
-
-
-def _extra(name: str, value, rewards: torch.Tensor, entry: str, what: str) -> torch.Tensor:
-    """A required extra input as a float tensor shaped like ``rewards``; a clear ValueError if missing."""
-    if value is None:
-        raise ValueError(f"{name}: the advantage estimator {entry!r} needs {what} as a ({rewards.numel()},) "
-                         f"tensor (it is listed in its extra_inputs), got None")
-    value = _as_float(check_tensor(name, value, finite=True))
-    check_same_device(rewards=rewards, **{name: value})
-    if value.shape != rewards.shape:
-        raise ValueError(f"{name}: expected shape {tuple(rewards.shape)} like rewards, got {tuple(value.shape)}")
-    return value
-
-
-def _centred(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
-    r = _groups(rewards, group_size)                                  # (P, G)
-    return r - r.mean(dim=1, keepdim=True)                            # (P, G)
 
 
 @ADVANTAGES.register("reinforce")

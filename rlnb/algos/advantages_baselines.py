@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import torch
 
-from rlnb.algos.advantages import ADVANTAGES, _extra, _groups
+from rlnb.algos.advantages import ADVANTAGES
+from rlnb.algos.inputs import extra_input as _extra
+from rlnb.algos.inputs import groups as _groups
 
 
 @ADVANTAGES.register("remax")

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import torch
 
-from rlnb.algos.advantages import ADVANTAGES, _as_float, _extra, _groups
+from rlnb.algos.advantages import ADVANTAGES
+from rlnb.algos.inputs import as_float as _as_float
+from rlnb.algos.inputs import extra_input as _extra
+from rlnb.algos.inputs import groups as _groups
 
 
 @ADVANTAGES.register("vineppo")

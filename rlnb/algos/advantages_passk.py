@@ -30,7 +30,8 @@ import math
 
 import torch
 
-from rlnb.algos.advantages import ADVANTAGES, _groups
+from rlnb.algos.advantages import ADVANTAGES
+from rlnb.algos.inputs import groups as _groups
 
 
 def _max_weights(G: int, k: int) -> torch.Tensor:

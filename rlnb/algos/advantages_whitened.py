@@ -28,7 +28,10 @@ from __future__ import annotations
 
 import torch
 
-from rlnb.algos.advantages import ADVANTAGES, _centred, _extra, _groups
+from rlnb.algos.advantages import ADVANTAGES
+from rlnb.algos.inputs import centred as _centred
+from rlnb.algos.inputs import extra_input as _extra
+from rlnb.algos.inputs import groups as _groups
 
 
 def _token_whiten(x: torch.Tensor, n: torch.Tensor, unbiased: bool, eps: float) -> torch.Tensor:

@@ -22,7 +22,7 @@ AGGREGATIONS = Registry("loss aggregation")
 
 
 def _check(loss: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    from rlnb.algos.losses import check_mask
+    from rlnb.algos.inputs import check_mask
 
     check_tensor("loss", loss, floating=True, finite=True)
     check_tensor("mask", mask)

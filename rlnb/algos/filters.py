@@ -31,7 +31,7 @@ FILTERS = Registry("filter")
 
 
 def _per_group(x: torch.Tensor, group_size: int, name: str) -> torch.Tensor:
-    from rlnb.algos.advantages import check_group_size
+    from rlnb.algos.inputs import check_group_size
 
     check_tensor(name, x, finite=True)
     check_group_size(group_size)

@@ -35,8 +35,9 @@ from typing import NamedTuple
 
 import torch
 
+from rlnb.algos.inputs import no_tokens as _none
+from rlnb.algos.inputs import prepare_tokens as _prepare
 from rlnb.algos.registry import Registry, extra_inputs  # noqa: F401  (extra_inputs: the old import path)
-from rlnb.core.checks import check_same_device, check_tensor
 
 POLICY_LOSSES = Registry("policy loss")
 
@@ -47,39 +48,6 @@ class LossOut(NamedTuple):
     clipped_low: torch.Tensor   # (B, T) bool: PPO: rho < 1 - eps_low and A < 0 (TRL's clip_ratio/low); see table
     clipped_high: torch.Tensor  # (B, T) bool: PPO: rho > 1 + eps_high and A > 0 (TRL's clip_ratio/high); see table
     weight: torch.Tensor        # (B, T) -d loss / d logp, detached: the per-token weight on grad logp
-
-
-def _token_adv(adv: torch.Tensor, logp: torch.Tensor) -> torch.Tensor:
-    return adv.unsqueeze(-1).expand_as(logp) if adv.dim() == 1 else adv
-
-
-def _prepare(logp, old_logp, adv, mask) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Check types, shapes, devices, finiteness and the 0/1 mask; return (A (B, T) detached, m (B, T)
-    float mask, valid (B, T) bool)."""
-    for name, x in (("logp", logp), ("old_logp", old_logp)):
-        check_tensor(name, x, floating=True, finite=True)
-    check_tensor("adv", adv, finite=True)
-    check_tensor("mask", mask)
-    check_same_device(logp=logp, old_logp=old_logp, adv=adv, mask=mask)
-    check_mask(mask)
-    if logp.dim() != 2 or old_logp.shape != logp.shape or mask.shape != logp.shape:
-        raise ValueError(f"logp, old_logp, mask: expected equal (B, T) shapes, got {tuple(logp.shape)}, "
-                         f"{tuple(old_logp.shape)}, {tuple(mask.shape)}")
-    if adv.shape not in (logp.shape[:1], logp.shape):
-        raise ValueError(f"adv: expected shape (B,) or (B, T) = {tuple(logp.shape)}, got {tuple(adv.shape)}")
-    return _token_adv(adv, logp).detach(), mask.to(logp.dtype), mask.bool()
-
-
-def check_mask(mask, arg: str = "mask") -> None:
-    """A tensor of 0s and 1s (bool, int or float)."""
-    check_tensor(arg, mask)
-    if mask.numel() and not bool(((mask == 0) | (mask == 1)).all()):
-        raise ValueError(f"{arg}: expected 0/1 values (1 on tokens in the loss), got others such as "
-                         f"{mask[(mask != 0) & (mask != 1)].flatten()[0].item()}")
-
-
-def _none(valid: torch.Tensor) -> torch.Tensor:
-    return torch.zeros_like(valid)
 
 
 @POLICY_LOSSES.register("pg")

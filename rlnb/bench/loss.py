@@ -38,7 +38,7 @@ from rlnb.bench.variants import format_table, gate_all, select
 CPU_DEFAULT = dict(B=2, T=512, V=151936)
 
 
-def _rss_mb(key: str) -> float:
+def rss_mb(key: str) -> float:
     with open("/proc/self/status") as f:
         for line in f:
             if line.startswith(key):
@@ -57,9 +57,9 @@ def child_memory(name: str, B: int, T: int, V: int, mode: str) -> dict:
     gc.collect()
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")                                         # reset VmHWM to the current RSS
-    base = _rss_mb("VmRSS")
+    base = rss_mb("VmRSS")
     out = VV.step(fn, inp, mode)  # noqa: F841 - the gradient in it must stay alive until we read the peak
-    return {"extra_mb": _rss_mb("VmHWM") - base, "grad_mb": inp.x.numel() * inp.x.element_size() / 2**20}
+    return {"extra_mb": rss_mb("VmHWM") - base, "grad_mb": inp.x.numel() * inp.x.element_size() / 2**20}
 
 
 def _spawn_memory(name, args) -> dict:

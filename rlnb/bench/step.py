@@ -22,7 +22,7 @@ import time
 
 import torch
 
-from rlnb.bench.loss import _rss_mb  # one reader of /proc/self/status for both benchmarks
+from rlnb.bench.loss import rss_mb  # one reader of /proc/self/status for both benchmarks
 
 PRESETS = {  # name -> Qwen2 shape and step (cpu: the issue's shape; 0.5b: Qwen2.5-0.5B's shape, bf16, GPU)
     "cpu": dict(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, max_new_tokens=32, dtype="fp32"),
@@ -54,27 +54,25 @@ def build_trainer(args):
 
 def child(args) -> dict:
     """In a fresh process: one warm-up step, then the peak increase and the time of one step on ``args.child``."""
-    from rlnb.models.forward import lm_head_path
-
     torch.set_num_threads(args.threads)
     trainer = build_trainer(args)
+    trainer.set_forward_options(lm_head=args.child)          # the trainer's own setting: its steps take it
     cuda = args.device.startswith("cuda")
-    with lm_head_path(args.child):
-        trainer.step()
-        if cuda:
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            base = torch.cuda.memory_allocated()
-        else:
-            with open("/proc/self/clear_refs", "w") as f:
-                f.write("5")                                 # reset VmHWM to the current RSS
-            base = _rss_mb("VmRSS")
-        t0 = time.perf_counter()
-        trainer.step()
-        if cuda:
-            torch.cuda.synchronize()
-        seconds = time.perf_counter() - t0
-    peak = (torch.cuda.max_memory_allocated() - base) / 2**20 if cuda else _rss_mb("VmHWM") - base
+    trainer.step()
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+    else:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")                                 # reset VmHWM to the current RSS
+        base = rss_mb("VmRSS")
+    t0 = time.perf_counter()
+    trainer.step()
+    if cuda:
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - t0
+    peak = (torch.cuda.max_memory_allocated() - base) / 2**20 if cuda else rss_mb("VmHWM") - base
     h = trainer.history[-1]
     return {"peak_mb": peak, "seconds": seconds, "loss": h["loss"], "entropy": h["entropy"]}
 

@@ -1,5 +1,5 @@
 """What every exercise checker shares: run the learner's function on cases against the library's reference,
-and name the likely mistake when an answer matches a known wrong one (``_with_hints``)."""
+and name the likely mistake when an answer matches a known wrong one (``with_hints``)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class Verdict:
         pass
 
 
-def _compare(name: str, fn, ref, cases: list[tuple], atol: float = 1e-5, strict: bool = True) -> Verdict:
+def compare(name: str, fn, ref, cases: list[tuple], atol: float = 1e-5, strict: bool = True) -> Verdict:
     try:
         _run_cases(name, fn, ref, cases, atol)
     except AssertionError as e:
@@ -76,8 +76,8 @@ def _same(got, expected, atol: float) -> bool:
     return got_t.shape == exp_t.shape and torch.allclose(got_t, exp_t, atol=atol, rtol=1e-4, equal_nan=True)
 
 
-def _with_hints(name: str, fn, ref, cases: list[tuple], hints: list[tuple], strict: bool) -> Verdict:
-    """``_compare``, and on a mismatch: for each ``(mistake_fn, hint)`` that ``fn`` agrees with on every
+def with_hints(name: str, fn, ref, cases: list[tuple], hints: list[tuple], strict: bool) -> Verdict:
+    """``compare``, and on a mismatch: for each ``(mistake_fn, hint)`` that ``fn`` agrees with on every
     case, print the hint (the common mistakes of the exercise)."""
     try:
         _run_cases(name, fn, ref, cases, 1e-6)

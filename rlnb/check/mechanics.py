@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from rlnb.check.base import Verdict, _with_hints
+from rlnb.check.base import Verdict, with_hints
 
 EPS_LOW, EPS_HIGH = 0.2, 0.28  # asymmetric on purpose: a solution that swaps them fails
 
@@ -38,7 +38,7 @@ def clip_weight(fn, *, strict: bool = True) -> Verdict:
         (lambda r, a: a[:, None] * r * ~(((a[:, None] > 0) & (r > 1 + EPS_LOW)) | ((a[:, None] < 0) & (r < 1 - EPS_HIGH))),
          "eps_high bounds the ratio above (it matters for A > 0), eps_low below (A < 0): you swapped them"),
     ]
-    return _with_hints("clip_weight", fn, _clip_weight, cases, hints, strict)
+    return with_hints("clip_weight", fn, _clip_weight, cases, hints, strict)
 
 
 def _k3_pull(d):
@@ -54,7 +54,7 @@ def k3_pull(fn, *, strict: bool = True) -> Verdict:
              (lambda d: 1 - torch.exp(-d), "right size, wrong sign: the pull is minus the derivative (the loss is minimised)"),
              (lambda d: -d, "that is k2's pull (-d k2/d log pi = -d); k3's derivative is 1 - exp(-d)"),
              (lambda d: -torch.ones_like(d), "that is k1's pull: -1 on every token whatever d")]
-    return _with_hints("k3_pull", fn, _k3_pull, cases, hints, strict)
+    return with_hints("k3_pull", fn, _k3_pull, cases, hints, strict)
 
 
 def _per_token_weight(lengths, normaliser, L):
@@ -78,7 +78,7 @@ def per_token_weight(fn, *, strict: bool = True) -> Verdict:
               "divide by the number of sequences B too: the weights of all tokens must sum to 1 (token-mean, seq-mean)"),
              (lambda n, name, L: 1.0 / (len(n) * n.to(torch.float64)),
               "that is seq-mean-token-mean for every normaliser; token-mean and the constant L weigh every token the same")]
-    return _with_hints("per_token_weight", fn, _per_token_weight, cases, hints, strict)
+    return with_hints("per_token_weight", fn, _per_token_weight, cases, hints, strict)
 
 
 def _clip_can_fire(mu, mini_batches, off_policy):
@@ -99,4 +99,4 @@ def clip_can_fire(fn, *, strict: bool = True) -> Verdict:
          "the ratio leaves 1 as soon as any update happens before the batch is scored again: mu > 1, or several "
          "mini-batches, or log-probs from another policy"),
     ]
-    return _with_hints("clip_can_fire", fn, _clip_can_fire, cases, hints, strict)
+    return with_hints("clip_can_fire", fn, _clip_can_fire, cases, hints, strict)

@@ -14,7 +14,7 @@ from rlnb.core.checks import MAX_COUNT, MAX_SEED, short
 from rlnb.recipe import Recipe
 
 
-def _add_recipe_flags(p: argparse.ArgumentParser) -> None:
+def add_recipe_flags(p: argparse.ArgumentParser) -> None:
     """One flag per Recipe knob, typed, ranged and documented from its declaration (``Recipe.knobs()``)."""
     g = p.add_argument_group("recipe overrides (defaults come from --recipe; 'entry' = the chosen "
                              "registry entry's own default)")
@@ -90,7 +90,7 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _overrides(args) -> dict:
+def recipe_overrides(args) -> dict:
     return {k[2:]: (tuple(v) if isinstance(v, list) else v) for k, v in vars(args).items() if k.startswith("r_")}
 
 
@@ -109,9 +109,9 @@ def cmd_info(args) -> int:
     print(f"triton: {kernels.triton_status() if hasattr(kernels, 'triton_status') else 'not wired yet'}")
     print(f"tasks: {', '.join(tasks.names())}")
     print(f"recipes: {', '.join(recipes.names())}")
-    recipe = recipes.get(args.recipe, **_overrides(args))
+    recipe = recipes.get(args.recipe, **recipe_overrides(args))
     print(f"what runs for --recipe {args.recipe}" + "".join(f" {Recipe.knobs()[k].flag} {v}"
-                                                           for k, v in _overrides(args).items()) + ":")
+                                                           for k, v in recipe_overrides(args).items()) + ":")
     for stage, knobs in recipe.hyperparameters().items():
         print(f"  {stage:13s} " + ", ".join(f"{k}={v!r}" for k, v in knobs.items()))
     from rlnb.models import DEFAULT_DIR
@@ -156,7 +156,7 @@ def check_output_file(flag: str, path: Path) -> None:
 
 def cmd_train(args) -> int:
 
-    return train_run.train(args, _overrides(args))
+    return train_run.train(args, recipe_overrides(args))
 
 
 def cmd_bench(args) -> int:
@@ -191,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True, parser_class=Parser)
     info = sub.add_parser("info", help="versions, device, whether Triton can run, and what a recipe runs")
     info.add_argument("--recipe", default="grpo", help="show the hyperparameters this recipe runs with")
-    _add_recipe_flags(info)
+    add_recipe_flags(info)
     info.set_defaults(fn=cmd_info)
 
     ev = sub.add_parser("eval", help="greedy and sampled pass@1 (and pass@k) on held-out prompts")
@@ -230,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--eval-n", type=_non_negative, default=200,
                     help="held-out prompts for greedy pass@1 before/after (0: skip)")
     tr.add_argument("--no-progress", action="store_true")
-    _add_recipe_flags(tr)
+    add_recipe_flags(tr)
     tr.set_defaults(fn=cmd_train)
 
     be = sub.add_parser("bench", help="benchmarks: `rlnb bench loss --help`")

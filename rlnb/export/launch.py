@@ -15,7 +15,7 @@ import json
 import os
 from pathlib import Path
 
-from rlnb.cli import _add_recipe_flags, _overrides
+from rlnb.cli import add_recipe_flags, recipe_overrides
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="do not print the export report")
     p.add_argument("--rank-report", type=Path, default=None, metavar="DIR",
                    help="after training, each process writes DIR/rank<R>.json (steps, losses, a weight checksum)")
-    _add_recipe_flags(p)
+    add_recipe_flags(p)
     return p
 
 
@@ -68,7 +68,7 @@ def main(argv=None):
     exp = to_trl(args.recipe, args.task, steps=args.steps, output_dir=str(out), num_processes=world,
                  gradient_accumulation_steps=args.grad_accum, chat_template=args.chat_template,
                  system_prompt=args.system_prompt, strict=args.strict, seed=args.seed,
-                 trl_args=_trl_args(args.trl, args), **_overrides(args))
+                 trl_args=_trl_args(args.trl, args), **recipe_overrides(args))
     if not args.quiet and int(os.environ.get("RANK", "0")) == 0:
         print(exp.report(), flush=True)
     if args.dry_run:

@@ -7,9 +7,10 @@
   entropy and the per-token loss together), one pass backward. Needs CUDA tensors, or CPU tensors
   with ``TRITON_INTERPRET=1`` (slow; for tests).
 
-``"auto"`` (the default) takes the global choice of :func:`set_backend` if one was made, otherwise
-Triton for CUDA logits when Triton imports, and ``"chunked"`` everywhere else (also for a tiny vocabulary:
-one chunk then covers many rows and costs the same as the reference).
+``"auto"`` (the default) takes the choice in force in this thread (``rlnb.core.forward_options``: a Trainer's
+own while it steps, else :func:`set_backend`'s) if one was made, otherwise Triton for CUDA logits when Triton
+imports, and ``"chunked"`` everywhere else (also for a tiny vocabulary: one chunk then covers many rows and
+costs the same as the reference).
 """
 
 from __future__ import annotations
@@ -20,13 +21,12 @@ from dataclasses import dataclass
 
 import torch
 
+from rlnb.core import forward_options
+from rlnb.core.forward_options import BACKENDS, check_choice
 from rlnb.kernels.fused_linear import LinearTokenLogprobs, TorchRows, TritonRows, linear_chunk_rows
 from rlnb.kernels.loss_terms import KERNEL_LOSSES, TokenLossOut, kernel_bounds, loss_hyper, token_loss_terms
 from rlnb.logprobs import as_rows, check_inputs, chunked_token_logprobs
 from rlnb.logprobs import token_logprobs as _reference
-
-BACKENDS = ("auto", "torch", "chunked", "triton")
-_GLOBAL = {"backend": "auto"}
 
 __all__ = ["BACKENDS", "KERNEL_LOSSES", "TokenLossOut", "fused_token_loss", "get_backend",
            "linear_token_logprobs", "resolve_backend", "set_backend", "token_logprobs", "triton_available",
@@ -34,18 +34,15 @@ __all__ = ["BACKENDS", "KERNEL_LOSSES", "TokenLossOut", "fused_token_loss", "get
 
 
 def set_backend(name: str) -> None:
-    """Choose the backend for every call that passes ``backend="auto"`` ("auto" restores the default)."""
-    _check_name(name)
-    _GLOBAL["backend"] = name
+    """Choose the backend for every call in this thread that passes ``backend="auto"`` ("auto" restores the
+    default). A Trainer built afterwards takes it; one built before keeps its own (``set_forward_options``)."""
+    check_choice("backend", name, BACKENDS)
+    forward_options.set_current(backend=name)
 
 
 def get_backend() -> str:
-    return _GLOBAL["backend"]
-
-
-def _check_name(name: str) -> None:
-    if name not in BACKENDS:
-        raise ValueError(f"backend: expected one of {BACKENDS}, got {name!r}")
+    """The backend choice in force in this thread ("auto" unless one was set)."""
+    return forward_options.current().backend
 
 
 @functools.lru_cache(maxsize=1)
@@ -71,8 +68,8 @@ def triton_status() -> str:
 
 def resolve_backend(x: torch.Tensor, backend: str = "auto") -> str:
     """The backend a call with tensor ``x`` will use."""
-    _check_name(backend)
-    name = backend if backend != "auto" else _GLOBAL["backend"]
+    check_choice("backend", backend, BACKENDS)
+    name = backend if backend != "auto" else forward_options.current().backend
     if name == "auto":
         return "triton" if x.is_cuda and triton_available() else "chunked"
     if name == "triton":

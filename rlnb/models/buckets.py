@@ -19,36 +19,31 @@ reference the tests compare with).
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import torch
 
-PADDING_MODES = ("shared", "bucketed", "padded")
-_MODE = {"mode": "shared"}
+from rlnb.core import forward_options
+from rlnb.core.forward_options import PADDING_MODES, check_choice
+
 # a bucket below this many rows costs more in per-forward overhead than its padding saves (tiny models, CPU)
 MIN_ROWS = 8
 MAX_BUCKETS = 4
 
 
-@contextmanager
 def padding(mode: str):
-    """Within the block, forwards run ``"shared"`` (the default: prompts once, completions bucketed),
-    ``"bucketed"`` (whole rows bucketed) or ``"padded"`` (the reference)."""
-    if mode not in PADDING_MODES:
-        raise ValueError(f"mode: expected one of {PADDING_MODES}, got {mode!r}")
-    before, _MODE["mode"] = _MODE["mode"], mode
-    try:
-        yield
-    finally:
-        _MODE["mode"] = before
+    """Within the block (this thread only), forwards run ``"shared"`` (the default: prompts once, completions
+    bucketed), ``"bucketed"`` (whole rows bucketed) or ``"padded"`` (the reference). A Trainer's steps run with
+    its own ``forward_options`` whatever the block says (``Trainer.set_forward_options`` changes them)."""
+    check_choice("mode", mode, PADDING_MODES)
+    return forward_options.using(padding=mode)
 
 
 def padding_mode() -> str:
-    return _MODE["mode"]
+    """The padding mode in force in this thread."""
+    return forward_options.current().padding
 
 
 def bucketing() -> bool:
-    return _MODE["mode"] != "padded"
+    return padding_mode() != "padded"
 
 
 def real_lengths(prompt_mask: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -16,17 +16,18 @@ difference between generation's incremental KV-cache forward and a full forward)
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 
 from rlnb import kernels
+from rlnb.core import forward_options
 from rlnb.core.checks import check_model_inputs
+from rlnb.core.forward_options import LM_HEAD_PATHS, ForwardOptions, check_choice
 from rlnb.kernels.fused_linear import linear_chunk_rows
 from rlnb.models import shared_prompt
-from rlnb.models.buckets import bucketed_hidden, padding_mode
+from rlnb.models.buckets import bucketed_hidden
 from rlnb.models.generate import position_ids
 
 
@@ -43,22 +44,20 @@ class PolicyOut(NamedTuple):
 POLICY_INPUTS = {"topk_logp": "topk_ids"}
 
 
-LM_HEAD_PATHS = ("fused", "reference")
-_LM_HEAD = {"path": "fused"}
 # config fields that make the head more than ``hidden @ W.T``: such models take the reference path
 _HEAD_EXTRAS = ("final_logit_softcapping", "logit_scale", "logits_scaling", "output_multiplier_scale")
 
 
-@contextmanager
 def lm_head_path(name: str):
-    """Within the block, every ``completion_logprobs`` call takes LM-head path ``name`` ("fused" or "reference")."""
-    if name not in LM_HEAD_PATHS:
-        raise ValueError(f"name: expected one of {LM_HEAD_PATHS}, got {name!r}")
-    before, _LM_HEAD["path"] = _LM_HEAD["path"], name
-    try:
-        yield
-    finally:
-        _LM_HEAD["path"] = before
+    """Within the block (this thread only), every ``completion_logprobs`` call takes LM-head path ``name``
+    ("fused" or "reference"). A Trainer's steps run with its own ``forward_options`` whatever the block says."""
+    check_choice("name", name, LM_HEAD_PATHS)
+    return forward_options.using(lm_head=name)
+
+
+def lm_head() -> str:
+    """The LM-head path in force in this thread."""
+    return forward_options.current().lm_head
 
 
 def fused_supported(model) -> bool:
@@ -79,12 +78,14 @@ def lm_inputs(prompt_ids, prompt_mask, completion_ids, mask):
     return ids, attn, position_ids(attn)
 
 
-def completion_hidden(model, prompt_ids, prompt_mask, completion_ids, mask) -> torch.Tensor:
+def completion_hidden(model, prompt_ids, prompt_mask, completion_ids, mask, *,
+                      padding: str | None = None) -> torch.Tensor:
     """Last hidden states at the positions that predict each completion token: (B, T, H). By default each
     distinct prompt runs once and the completions run in buckets of similar length
     (``rlnb.models.shared_prompt``; zeros where padding was cut); ``padding("bucketed")`` buckets whole rows,
-    ``padding("padded")`` asks for one call over the whole padded batch."""
-    mode, decoder = padding_mode(), model.get_decoder()
+    ``padding("padded")`` asks for one call over the whole padded batch. ``padding``: the mode (None: the one
+    in force in this thread)."""
+    mode, decoder = padding or forward_options.current().padding, model.get_decoder()
     if mode == "shared":
         hidden = shared_prompt.shared_hidden(decoder, prompt_ids, prompt_mask, completion_ids, mask)
         if hidden is not None:
@@ -97,7 +98,7 @@ def completion_hidden(model, prompt_ids, prompt_mask, completion_ids, mask) -> t
 
 
 def completion_logits(model, prompt_ids, prompt_mask, completion_ids, mask, *, fp32_lm_head: bool = False,
-                      value_head=None):
+                      value_head=None, padding: str | None = None):
     """Logits at the positions that predict each completion token, (B, T, V), and values (B, T) or None.
 
     With ``fp32_lm_head`` the final projection runs in fp32 (MiniMax-M1, ScaleRL) to shrink the
@@ -109,7 +110,7 @@ def completion_logits(model, prompt_ids, prompt_mask, completion_ids, mask, *, f
         ids, attn, pos = lm_inputs(prompt_ids, prompt_mask, completion_ids, mask)
         out = model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=T + 1)
         return out.logits[:, :-1], None                                  # (B, T, V)
-    hidden = completion_hidden(model, prompt_ids, prompt_mask, completion_ids, mask)  # (B, T, H)
+    hidden = completion_hidden(model, prompt_ids, prompt_mask, completion_ids, mask, padding=padding)  # (B, T, H)
     weight = model.get_output_embeddings().weight                       # (V, H)
     logits = F.linear(hidden.float(), weight.float()) if fp32_lm_head else F.linear(hidden, weight)
     values = value_head(hidden.float()) if value_head is not None else None  # fp32 head on bf16 models
@@ -118,19 +119,23 @@ def completion_logits(model, prompt_ids, prompt_mask, completion_ids, mask, *, f
 
 def completion_logprobs(model, prompt_ids, prompt_mask, completion_ids, mask, *, temperature: float = 1.0,
                         entropy: bool = False, fp32_lm_head: bool = False, value_head=None,
-                        topk: int = 0, topk_ids: torch.Tensor | None = None) -> PolicyOut:
+                        topk: int = 0, topk_ids: torch.Tensor | None = None,
+                        options: ForwardOptions | None = None) -> PolicyOut:
     """Per-token log pi(o_t | prompt, o_<t) at ``temperature``, and what else is asked for.
 
     ``topk`` > 0 records the K most likely tokens and their log-probs (the Sampler, for DPPO top-K);
     ``topk_ids`` gathers the current log-probs of given ids (the Updater). Padding positions are 0.
+    ``options``: backend, LM-head path and padding (None: those in force in this thread), passed down from here.
     """
-    if _LM_HEAD["path"] == "fused" and fused_supported(model):
+    opts = options if options is not None else forward_options.current()
+    if opts.lm_head == "fused" and fused_supported(model):
         return fused_logprobs(model, prompt_ids, prompt_mask, completion_ids, mask, temperature=temperature,
                               entropy=entropy, fp32_lm_head=fp32_lm_head, value_head=value_head,
-                              topk=topk, topk_ids=topk_ids)
+                              topk=topk, topk_ids=topk_ids, options=opts)
     logits, values = completion_logits(model, prompt_ids, prompt_mask, completion_ids, mask,
-                                       fp32_lm_head=fp32_lm_head, value_head=value_head)
-    logp, ent = kernels.token_logprobs(logits, completion_ids, temperature=temperature, entropy=entropy)
+                                       fp32_lm_head=fp32_lm_head, value_head=value_head, padding=opts.padding)
+    logp, ent = kernels.token_logprobs(logits, completion_ids, temperature=temperature, entropy=entropy,
+                                       backend=opts.backend)
     m = mask.to(logp.dtype)
     tk_ids, tk_logp = topk_ids, None
     if topk or topk_ids is not None:
@@ -145,16 +150,18 @@ def completion_logprobs(model, prompt_ids, prompt_mask, completion_ids, mask, *,
 
 def fused_logprobs(model, prompt_ids, prompt_mask, completion_ids, mask, *, temperature: float = 1.0,
                    entropy: bool = False, fp32_lm_head: bool = False, value_head=None, topk: int = 0,
-                   topk_ids: torch.Tensor | None = None) -> PolicyOut:
+                   topk_ids: torch.Tensor | None = None, options: ForwardOptions | None = None) -> PolicyOut:
     """``completion_logprobs`` through the fused LM head: only the completion tokens (mask = 1) go through
     ``hidden @ W.T``, a chunk at a time; padding stays 0 as on the reference path."""
+    opts = options if options is not None else forward_options.current()
     check_model_inputs(model, prompt_ids=prompt_ids, completion_ids=completion_ids)
-    hidden = completion_hidden(model, prompt_ids, prompt_mask, completion_ids, mask)  # (B, T, H)
+    hidden = completion_hidden(model, prompt_ids, prompt_mask, completion_ids, mask, padding=opts.padding)  # (B, T, H)
     weight = model.get_output_embeddings().weight                                   # (V, H)
     h, w = (hidden.float(), weight.float()) if fp32_lm_head else (hidden.to(weight.dtype), weight)
     sel = mask.bool()                                                               # (B, T)
     hs, ys = h[sel], completion_ids[sel]                                            # (N, H), (N,)
-    lp, ent = kernels.linear_token_logprobs(hs, w, ys, temperature=temperature, entropy=entropy)
+    lp, ent = kernels.linear_token_logprobs(hs, w, ys, temperature=temperature, entropy=entropy,
+                                            backend=opts.backend)
     logp, H = _scatter(lp, sel), (None if ent is None else _scatter(ent, sel))     # (B, T)
     values = value_head(hidden.float()) * mask.to(torch.float32) if value_head is not None else None
     tk_ids, tk_logp = topk_ids, None

@@ -67,13 +67,13 @@ def distinct_prompts(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> tup
     return first[rank], new[inv]
 
 
-def _cache_kw(model) -> str:
+def cache_arg_name(model) -> str:
     """transformers >= 5.2x calls the KV cache ``cache``; older releases call it ``past_key_values``."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a peft wrapper takes **kwargs
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
-def _cache_of(out):
+def cache_of(out):
     return out.cache if hasattr(out, "cache") else out.past_key_values
 
 
@@ -110,10 +110,10 @@ def sample(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, max_ne
     sel = first if share else slice(None)
     out = model(input_ids=prompt_ids[sel], attention_mask=attn[sel], position_ids=pos[sel], use_cache=True,
                 logits_to_keep=1)  # prefill: only the last position's logits, never (B, Tp, V)
-    past, logits = _cache_of(out), out.logits[:, -1]                    # logits (U or B, V)
+    past, logits = cache_of(out), out.logits[:, -1]                    # logits (U or B, V)
     if share:
         past, logits = _select_rows(past, inv), logits[inv]              # (B, ...): each row its prompt's cache
-    cache_kw = _cache_kw(model)
+    cache_kw = cache_arg_name(model)
     last_pos = pos[:, -1:]                                               # (b, 1)
     rows = torch.arange(B, device=dev)                                   # (b,) running row -> batch row
     done = torch.zeros(B, dtype=torch.bool, device=dev)                  # (b,) rows past EOS, not yet dropped
@@ -145,7 +145,7 @@ def sample(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, max_ne
         last_pos = last_pos + 1
         out = model(input_ids=tok[:, None], attention_mask=attn, position_ids=last_pos,
                     use_cache=True, **{cache_kw: past})
-        past, logits = _cache_of(out), out.logits[:, -1]
+        past, logits = cache_of(out), out.logits[:, -1]
     if broken.any():
         rows = torch.nonzero(broken).flatten()[:10].tolist()
         raise ValueError(f"logits: NaN or inf in the model's logits for rows {rows} while sampling "

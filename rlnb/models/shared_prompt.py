@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 
 from rlnb.models.buckets import length_buckets, real_lengths
-from rlnb.models.generate import _cache_kw, _cache_of, distinct_prompts, position_ids
+from rlnb.models.generate import cache_arg_name, cache_of, distinct_prompts, position_ids
 
 
 def plan(prompt_ids, prompt_mask, mask) -> dict[str, float]:
@@ -77,13 +77,13 @@ def shared_hidden(decoder, prompt_ids, prompt_mask, completion_ids, mask) -> tor
     wp = max(int(lp.max()), 1)                                             # left padding common to all is cut
     p_ids, p_mask = prompt_ids[first, Tp - wp:], prompt_mask[first, Tp - wp:].long()  # (U, wp)
     out = decoder(input_ids=p_ids, attention_mask=p_mask, position_ids=position_ids(p_mask), use_cache=True)
-    kv = _layers(_cache_of(out))
+    kv = _layers(cache_of(out))
     if kv is None:
         return None
     h_last = out.last_hidden_state[:, -1]                                  # (U, H): predicts completion token 0
     hidden = h_last.new_zeros(B, T, h_last.shape[-1])                      # (B, T, H)
     hidden[:, 0] = h_last[inv]
-    cache_kw = _cache_kw(decoder)
+    cache_kw = cache_arg_name(decoder)
     for rows in length_buckets(lc):
         wc = int(lc[rows].max())
         if wc < 2:                                                         # only token 0: the prompt predicts it

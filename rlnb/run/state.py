@@ -5,7 +5,7 @@ writes those attributes of the trainer. Everything that must put a run back wher
 
 - the step rollback (``rollback_on_error``: a step that raises or is interrupted changes nothing),
 - checkpoints (``rlnb.run.checkpoint``: the state as JSON, the random streams in ``state.pt``),
-- the lab's rewind (``rlnb.run.lab_driver``: a ``Snapshot`` kept in memory).
+- the lab's rewind (``rlnb.lab.points``: a ``Snapshot`` kept in memory).
 
 Adding a piece of run state means adding a field here and one line each in ``state``/``set_state``;
 ``tests/test_run_state.py`` fails when a step changes an attribute that is neither here nor in ``DERIVED``.

@@ -12,7 +12,7 @@ Three layers, each importing only the ones above it:
   ``BlockExplorer`` (the kernel's blocks), ``CreditView`` (Monte-Carlo credit per token).
 - ``rlnb.viz.live``: what follows a training run: ``Dashboard`` (a ``Trainer.run`` callback) and the
   ``Lab`` (play / pause / step / rewind, knobs turned while it trains; its thread driver is
-  ``rlnb.run.lab_driver``).
+  ``rlnb.lab``).
 
 ``set_backend("widget" | "static" | "auto")``: a ``PlotView`` (``rlnb.viz.plotview``: rlnb's own widget, sent the
 whole figure at every redraw), or a plain figure redrawn into an ``Output`` where custom widgets cannot load (chosen

@@ -56,7 +56,7 @@ def _detect() -> str:
     return "widget"
 
 
-def _shell():
+def shell():
     """The running IPython shell, or None in plain Python."""
     try:
         from IPython import get_ipython
@@ -68,7 +68,7 @@ def _shell():
 def mime_bundle(fig: go.Figure) -> tuple[dict, dict]:
     """What ``display(fig)`` would show, from plotly's current renderer (Colab's HTML in Colab,
     plotly's JSON mimetype in JupyterLab). Outside a shell (tests) plotly's JSON mimetype."""
-    bundle = fig._repr_mimebundle_(include=None, exclude=None) if _shell() is not None else {}
+    bundle = fig._repr_mimebundle_(include=None, exclude=None) if shell() is not None else {}
     if not bundle:
         bundle = {"application/vnd.plotly.v1+json": fig.to_plotly_json()}
     return {**bundle, "text/plain": f"<{fig.layout.title.text or 'plotly figure'}>"}, {}

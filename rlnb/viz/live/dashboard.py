@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 import ipywidgets as widgets
 
-from rlnb.viz.backend import LiveFigure, _shell
+from rlnb.viz.backend import LiveFigure, shell
 from rlnb.viz.figures.theme import metric_label
 from rlnb.viz.figures.train import dashboard_figure
 from rlnb.viz.hooks import mark_box, values_attr
@@ -189,13 +189,13 @@ class Dashboard:
 
     def _hook(self) -> None:
         """Draw the throttled last step when the cell ends (also after an interrupt)."""
-        ip = _shell()
+        ip = shell()
         if ip is not None and not self._hooked:
             ip.events.register("post_run_cell", self._post_run_cell)
             self._hooked = True
 
     def _unhook(self) -> None:
-        ip = _shell()
+        ip = shell()
         if ip is not None and self._hooked:
             ip.events.unregister("post_run_cell", self._post_run_cell)
         self._hooked = False

@@ -1,114 +1,300 @@
-"""The lab's dashboard: the live curves with a dotted line at each knob change and, while a fork is open, the fork's
-curves overlaid (dashed, same colours), the two legend groups titled by what differs ("beta 0.05 from step 30").
+"""``Lab``: the training loop's control panel. Play, pause, step, step a stage, rewind to a kept step, fork the
+run and race the branches; turn knobs while the model learns.
 
-One source of truth for what the panel shows: each redraw picks one step (the last step of the history it draws)
-and the figure title, the readout above it and the lab's status line (``on_drawn``) are all written from that
-step and the change in force there, in the same call; so they never disagree, even while redraws are throttled.
+    lab = Lab(Trainer.tiny())
+    lab                    # display it; press Play, move beta
+    lab.play(); lab.set("beta", 0.05); lab.pause()   # the same from code
+    lab.fork(beta=0.0); lab.play(20); lab.wait(); lab.compare()   # the same run without that change, raced
+
+Training runs in a background thread (``rlnb.lab.loop`` explains why), so other cells run while it
+plays. Knob changes apply at the next step boundary and every step logs ``hp/<knob>``; the curves mark the
+step where a knob changed.
 """
 
 from __future__ import annotations
 
-from rlnb.core.knobs import UNSET
+import html
+import time
+
+import ipywidgets as widgets
+
+from rlnb import recipes as recipes_mod
+from rlnb.lab import SCENARIOS, LabLoop, describe, measure_kl
+from rlnb.lab import fork as fork_mod
 from rlnb.recipe import Recipe
-from rlnb.viz.figures.train import dashboard_figure
-from rlnb.viz.hooks import values_attr
-from rlnb.viz.live.dashboard import Dashboard, hyperparameters_html
+from rlnb.viz.explorers.tokens import TokenXRay
+from rlnb.viz.figures.theme import metric_label
+from rlnb.viz.hooks import mark_box, values_attr
+from rlnb.viz.live.lab_controls import BranchControls, ScenarioControls
+from rlnb.viz.live.lab_dashboard import LabDashboard, stage_summary
+from rlnb.viz.live.lab_knobs import KnobControls
 
-MAX_MARKS = 20  # dotted change lines drawn (the latest ones)
-LABELLED = 4    # of those, the latest ones named on the plot (more would overlap)
-FORK_MARK = "#CC79A7"  # the fork's change lines: the course palette's reddish purple
-
-
-def knob_value(recipe, name: str):
-    """What knob ``name`` runs with under ``recipe``; an entry knob no chosen entry takes shows its slider's low
-    end. (A trainer's controllers may move beta or the entropy coefficient: ``Trainer.knob`` says so.)"""
-    for stage in recipe.hyperparameters().values():
-        if name in stage:
-            v = stage[name]
-            break
-    else:
-        v = getattr(recipe, name)
-    if v is UNSET or v is None:
-        k = Recipe.knobs()[name]
-        v = k.slider[0] if k.kind != "int" else int(k.slider[0])
-    return v
+KNOBS = ("num_iterations", "num_mini_batches", "eps_low", "eps_high", "beta", "lr", "temperature", "entropy_coef",
+         "num_generations")
+BUTTONS = ("Play", "Pause", "Step", "Step stage", "Rewind", "Fork", "Close fork")
 
 
-def change_text(c) -> str:
-    """A knob change as a label on its line: the knob and its new value (``beta 0.05``)."""
-    return f"{c.knob} {c.new:g}" if isinstance(c.new, (int, float)) and not isinstance(c.new, bool) else f"{c.knob} {c.new}"
+class LabBox(widgets.VBox):
+    """The lab's outer box: closing the widget (``widget.close()``) stops the lab's thread first."""
+
+    def close(self):
+        lab = getattr(self, "_lab_loop", None)
+        if lab is not None and not lab.closed:
+            lab.close()
+        super().close()
 
 
-def _label(c, color: str) -> dict:
-    """The line's label in the first panel: written along the line from its top, so it takes no width."""
-    return {"label": dict(text=change_text(c), textposition="end", textangle=-90, yanchor="bottom",
-                          font=dict(size=10, color=color))}
+class Lab:
+    """One widget: buttons, knobs, status line, live dashboard, token X-ray of the latest step, scenarios.
 
+    Arguments: ``trainer``; keyword-only ``knobs`` (the knob names to control, default ``KNOBS``),
+    ``backend`` (the dashboard's), ``max_fps`` (redraws per second), ``replace`` (take the trainer over
+    from another open Lab, stopping its thread; without it a second Lab on one trainer is refused).
 
-class LabDashboard(Dashboard):
-    """The live dashboard of a ``LabLoop``: change lines, the fork overlaid, and ``on_drawn(step)`` called with
-    the step each redraw shows (``shown_step``)."""
+    ``controls``: knob name -> widget (plus ``"recipe"``, a dropdown of ``rlnb.recipes``); moving one calls
+    ``set`` on the branch ``branch`` ("knobs for": main, or the fork once there is one) selects. ``buttons``:
+    label -> Button. ``rewind_to``: the kept steps. ``status``: the one-line status. ``loop``: the engine
+    (``rlnb.lab.LabLoop``), which does every verb; this panel shows it. ``branch_controls``: "knobs for" and
+    "rewind to" (``BranchControls``).
+    """
 
-    def __init__(self, trainer, lab, *, on_drawn=lambda step: None, **kwargs):
-        self.lab, self.on_drawn, self.shown_step = lab, on_drawn, 0
-        super().__init__(trainer, **kwargs)
+    def __init__(self, trainer, *, knobs=KNOBS, backend: str | None = None, max_fps: float = 2.0,
+                 replace: bool = False):
+        bad = [k for k in knobs if k not in Recipe.knobs()]
+        if bad:
+            raise ValueError(f"knobs: {bad} are not Recipe knobs; known: {sorted(Recipe.knobs())}")
+        self.trainer = trainer
+        self.loop = LabLoop(trainer, knobs=knobs, replace=replace)
+        self._own_reference, self._widget = None, None
+        try:
+            self._build(trainer, knobs, backend, max_fps)
+        except BaseException:
+            self.close()  # a lab that could not be built owns nothing: trainer released, reference handed back
+            raise
 
-    def _key(self) -> tuple:
-        """What the figure shows besides the curves: a change, a fork, a fork's change or label."""
-        fork = self.lab.fork_branch
-        return (len(self.lab.changes), id(fork), fork is not None and len(fork.changes), self.lab.labels())
+    def _build(self, trainer, knobs, backend, max_fps) -> None:
+        self._own_reference = measure_kl(trainer)
+        self.status = widgets.HTML()
+        self.branch_controls = BranchControls(self.loop, on_switch=self._refresh)
+        self.branch, self.rewind_to, self.kept_view = (self.branch_controls.branch, self.branch_controls.rewind_to,
+                                                       self.branch_controls.kept_view)
+        self.dashboard = LabDashboard(trainer, self.loop, on_drawn=self._show_status, backend=backend,
+                                      max_fps=max_fps)
+        self.message = widgets.HTML()
+        self.stage_view = widgets.HTML()
+        self.xray, self.xray_box, self._xray_at = None, widgets.VBox([widgets.HTML("<i>Token X-ray: after the "
+                                                                                  "first step</i>")]), 0.0
+        self.knob_controls = KnobControls(trainer, knobs, self.branch_controls, on_move=self._on_control)
+        self.controls, self.inert_view = self.knob_controls.controls, self.knob_controls.view
+        self.buttons = {b: widgets.Button(description=b, layout=widgets.Layout(width="auto")) for b in BUTTONS}
+        actions = {"Play": self.play, "Pause": lambda: self.pause(wait=False), "Step": self.step,
+                   "Step stage": self.step_stage, "Rewind": lambda: self.rewind(self.rewind_to.value),
+                   "Fork": lambda: self._between_steps(self.fork),
+                   "Close fork": lambda: self._between_steps(self.close_fork)}
+        for b, fn in actions.items():
+            self.buttons[b].on_click(lambda _, fn=fn: self._safely(fn))
+        self.scenario_controls = ScenarioControls(
+            SCENARIOS, describe, on_set_up=lambda name: self._safely(lambda: self.set_up(name)),
+            on_fix=lambda name: self._safely(lambda: self.try_fix(name)))
+        self.scenario, self.scenario_text = self.scenario_controls.scenario, self.scenario_controls.text
+        self.buttons.update(self.scenario_controls.buttons)
+        for b, w in self.buttons.items():
+            w.add_class("rlnb-button-" + b.lower().replace(" ", "-"))   # found by its hook, not its wording
+        self.loop.on_step, self.loop.on_change = self._on_step, self._refresh
+        self._widget = None
+        self._refresh()
 
-    def flush(self) -> None:
-        """Draw now if a step arrived, or a knob, the fork or its label changed since the last redraw."""
-        if self._key() != getattr(self, "_drawn_key", None):
-            self.draw()
+    # --- from code ------------------------------------------------------------------------------
+    def play(self, steps: int | None = None) -> None:
+        """Train in the background until ``pause()`` (or ``steps`` more); returns at once (a thread, not the
+        kernel's event loop: ``rlnb.lab.loop`` says why)."""
+        self.loop.play(steps)
+        self._refresh()
+
+    def pause(self, *, wait: bool = True) -> None:
+        """Stop after the step in progress; with ``wait`` (default) return once it has stopped."""
+        self.loop.pause(wait=wait)
+        self._refresh()
+
+    def wait(self, step: int | None = None, *, timeout: float = 600.0) -> int:
+        """Block until the run reaches ``step`` (None: until playing stops); returns the step count."""
+        return self.loop.wait(step, timeout=timeout)
+
+    def step(self):
+        """Exactly one step (paused only); returns its ``StepRecord``."""
+        record = self.loop.step()
+        self._refresh()
+        return record
+
+    def step_stage(self):
+        """The next stage of the current step; returns ``(stage, batch)`` and shows a compact summary."""
+        stage, batch = self.loop.step_stage()
+        self.stage_view.value = f"<code>after {stage}: {html.escape(stage_summary(stage, batch))}</code>"
+        self._refresh()
+        return stage, batch
+
+    def set(self, knob: str, value, *, branch: str = "main") -> None:
+        """``knob = value`` from the next step on (a bad value raises the knob's error; the run goes on);
+        ``branch="fork"``: in the open fork only."""
+        if knob == "recipe":
+            new = recipes_mod.get(value)
+            cur = self.loop.fork_branch.recipe if branch == "fork" and self.loop.fork_branch else self.trainer.recipe
+            changes = {k: getattr(new, k) for k in Recipe.knobs() if getattr(new, k) != getattr(cur, k)}
+            if changes.get("critic", cur.critic) != cur.critic:
+                raise ValueError(f"recipe: {value!r} {'trains' if new.critic else 'has no'} critic (a value head) "
+                                 f"and this run {'has none' if new.critic else 'has one'}; it cannot switch live. "
+                                 f"Build a new Trainer: rlnb.Trainer.tiny({value!r})")
+            self.loop.set_many(changes, branch=branch)      # all of the recipe at one boundary, or none of it
         else:
-            super().flush()
+            self.loop.set_many({knob: value}, branch=branch)
+        self._refresh()
 
-    def _marks(self, fig, step: int) -> None:
-        """One line per change in force by ``step``, in every panel, set in one assignment: add_vline per line
-        and panel re-validates the whole layout each time, so redraws slowed with every change."""
-        fork = self.lab.fork_branch
-        lines = [(c, "#888") for c in self.lab.changes if c.step <= step + 1][-MAX_MARKS:]
-        if fork is not None:
-            lines += [(c, FORK_MARK) for c in fork.changes if c.step <= step + 1][-MAX_MARKS:]
-        panels = [k.removeprefix("xaxis") for k in fig.layout.to_plotly_json() if k.startswith("xaxis")]
-        named = {id(c) for c, _ in lines[-LABELLED:]}          # the latest changes, named in the first panel
-        fig.layout.shapes = tuple(fig.layout.shapes) + tuple(
-            dict(type="line", x0=c.step - 0.5, x1=c.step - 0.5, xref=f"x{p}", yref=f"y{p} domain", y0=0, y1=1,
-                 line=dict(dash="dot", color=color, width=1),
-                 **(_label(c, color) if p == panels[0] and id(c) in named else {}))
-            for c, color in lines for p in panels)
+    def set_up(self, name: str) -> str:
+        """Apply scenario ``name``'s knobs (next step boundary); returns what it says to try."""
+        text = self.loop.set_up(name)
+        self.scenario.value = name
+        self._refresh()
+        return text
 
-    def _figure(self):
-        hist = list(self.trainer.history) if self.trainer is not None else []
-        step = hist[-1]["step"] if hist else 0
-        self.shown_step = step
-        last = hist[-1] if hist else {}
-        fmt = lambda k: f"{last[k]:.3f}" if isinstance(last.get(k), (int, float)) else "-"  # noqa: E731
-        change = self.lab.last_change(step)
-        shown = {"step": step, **{k: last[k] for k in ("reward", "accuracy", "entropy") if k in last}}
-        self._status_html = (f"<code class='rlnb-readout' {values_attr(shown)}>step {step} · reward {fmt('reward')} · accuracy "
-                             f"{fmt('accuracy')} · entropy {fmt('entropy')}</code>")
-        self.hparams.value = hyperparameters_html(self.trainer)
-        fork, labels = self.lab.fork_branch, self.lab.labels()
-        title = f"Training: step {step}" + (f" · last change: {change}" if change else "")
-        fig = dashboard_figure(series=self.series(hist), panels=self.panels, title=title,
-                               fork=None if fork is None else self.series([h for h in fork.history
-                                                                           if h["step"] <= step]),
-                               branches=labels)
-        self._marks(fig, step)
-        self._drawn_key = self._key()
-        self.on_drawn(step)
-        return fig
+    def set_many(self, changes: dict, *, branch: str = "main") -> None:
+        """Several knobs at one step boundary, all or none (``branch`` as in ``set``)."""
+        self.loop.set_many(changes, branch=branch)
+        self._refresh()
 
+    def try_fix(self, name: str):
+        """Fork the run now (paused) and apply scenario ``name``'s fix in the fork only: the fix then races the
+        untreated run from the same point, same seed and prompts. Returns the fork."""
+        branch = self.loop.try_fix(name)
+        self._forked()
+        return branch
 
-def stage_summary(stage: str, batch) -> str:
-    """One line about the batch after ``stage``: what that stage wrote."""
-    if stage == "sample":
-        return f"{batch.B} completions, mean length {float(batch.mask.sum(1).float().mean()):.1f} tokens"
-    if stage == "reward":
-        return f"mean reward {float(batch.rewards.mean()):.3f}, {int(batch.correct.sum())} of {batch.B} correct"
-    if stage == "advantage":
-        return f"advantage mean |A| {float(batch.adv.abs().mean()):.3f}"
-    return "update applied; the step is committed"
+    # --- fork and rewind (the engine does them; the panel follows) -----------------------------------
+    def fork(self, **knobs):
+        """Copy the run now (paused) into a second branch with ``knobs`` as its own changes; from now on every
+        step steps both, and every panel overlays them. The sliders drive the fork until you switch "knobs for"
+        back to main. Memory: ``fork_cost()``; refused (MemoryError) where the copy does not fit."""
+        branch = self.loop.fork(**knobs)
+        self._forked()
+        return branch
+
+    def _forked(self) -> None:
+        self.branch_controls.forked()
+        self.dashboard.draw()
+        self._refresh()
+
+    def close_fork(self):
+        """Stop stepping the fork (paused); its curves stay drawn and ``compare()`` still reads it."""
+        branch = self.loop.close_fork()
+        self.branch_controls.fork_closed()
+        self._refresh()
+        return branch
+
+    def fork_cost(self) -> int:
+        """Bytes one fork holds on this trainer (weights, optimizer and scheduler state)."""
+        return fork_mod.cost(self.trainer)
+
+    def compare(self, n: int = 64):
+        """Both branches side by side (``rlnb.lab.fork.compare``), with the metrics' readable labels."""
+        table = fork_mod.compare(self.loop, n)
+        return table.rename(columns={k: metric_label(k) for k in table.columns if k != "last step"})
+
+    def rewind(self, step: int | None = None) -> int:
+        """Back to the point kept at ``step`` (None: the newest, or the one picked in "rewind to" when pressed
+        on the panel); returns the step. ``lab.loop.kept_text()`` lists the kept steps and their memory."""
+        step = self.loop.rewind(step)
+        self.dashboard.draw()
+        self._refresh()
+        return step
+
+    def _between_steps(self, fn) -> None:
+        """A Fork or Close fork press: while playing, pause at the step boundary (at most one step's wait), do
+        ``fn``, play on."""
+        playing = self.loop.state == "playing"
+        if playing:
+            self.loop.pause(wait=True)
+        try:
+            fn()
+        finally:
+            if playing:
+                self.play()
+
+    def close(self) -> None:
+        """Stop the background thread and release the trainer (and the reference the lab added, while beta is 0);
+        the widget is closed too."""
+        self.loop.close()
+        if self._own_reference and self.trainer.ref_model is self._own_reference and not self.trainer.recipe.beta:
+            self.trainer.use_reference(None)
+        self._own_reference = None
+        if self._widget is not None:
+            self._widget.close()
+            self._widget = None
+
+    # --- callbacks ------------------------------------------------------------------------------
+    def _safely(self, fn) -> None:
+        """A button's action: an error is shown on the panel, not raised into the void."""
+        try:
+            fn()
+            self.message.value = ""
+        except (ValueError, TypeError, RuntimeError, KeyError) as err:
+            self.message.value = f"<span style='color:#D55E00'>{html.escape(f'{type(err).__name__}: {err}')}</span>"
+
+    def _on_control(self, name: str, value) -> None:
+        self._safely(lambda: self.set(name, value, branch=self.branch_controls.driven()))
+        if self.message.value:  # refused: the control goes back to what runs
+            self.knob_controls.sync()
+
+    def _on_step(self, record) -> None:
+        self.dashboard(self.trainer, record)
+        now = time.monotonic()
+        if now - self._xray_at >= 2.0 or self.loop.state != "playing":
+            self._xray_at = now
+            if self.xray is None:
+                self.xray = TokenXRay(self.trainer)
+                self.xray_box.children = [self.xray.widget]
+            else:
+                self.xray.refresh()
+        self._refresh()
+
+    def _show_status(self, step: int) -> None:
+        """The status line, about the step the dashboard shows (its title and readout say the same step)."""
+        fork = self.loop.fork_branch
+        shown = {"step": step, "changes": len(self.loop.changes),
+                 **({"fork_since": fork.since} if fork is not None and not fork.closed else {})}
+        hook = f"{values_attr(shown)} data-rlnb-state='{html.escape(self.loop.state)}'"  # rlnb.viz.hooks
+        self.status.value = f"<code class='rlnb-readout' {hook}>lab: {html.escape(self.loop.status(step))}</code>"
+
+    def _refresh(self) -> None:
+        if self.loop.error:
+            self.message.value = f"<span style='color:#D55E00'>{html.escape(self.loop.error)}</span>"
+        if not (self.loop.pending or self.loop.fork_branch is not None and self.loop.fork_branch.pending):
+            self.knob_controls.sync()
+        self.knob_controls.show_inert()
+        self.branch_controls.show_kept()
+        if self.loop.state == "paused":
+            self.dashboard.flush()
+        self._show_status(self.dashboard.shown_step)
+
+    def inert(self) -> dict[str, str]:
+        """``{knob: why it cannot act}`` for this lab's controls, on the recipe the next step will run (the
+        pending changes applied): e.g. the clip ranges while every update is on-policy."""
+        return self.knob_controls.inert()
+
+    # --- display --------------------------------------------------------------------------------
+    @property
+    def widget(self) -> widgets.VBox:
+        if self._widget is None:
+            row = lambda ws: widgets.HBox(ws, layout=widgets.Layout(flex_flow="row wrap"))  # noqa: E731
+            self._widget = LabBox([
+                widgets.HTML("<b>The lab</b>"), self.status,
+                row([self.buttons[b] for b in BUTTONS] + [self.rewind_to]), self.kept_view, self.message,
+                self.branch, row(list(self.controls.values())), self.inert_view,
+                row([self.scenario, self.buttons["Set up"], self.buttons["Fork and fix"]]), self.scenario_text,
+                self.stage_view,
+                self.dashboard.widget, self.xray_box])
+            self._widget._lab_loop = self.loop
+            mark_box(self._widget, self)
+        return self._widget
+
+    def _repr_mimebundle_(self, **kwargs):
+        self.dashboard.live.refresh_view()  # the view starts from the figure as it is now
+        return self.widget._repr_mimebundle_(**kwargs)

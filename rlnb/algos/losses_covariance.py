@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import torch
 
-from rlnb.algos.losses import POLICY_LOSSES, LossOut, _none, _prepare, ppo_clip
+from rlnb.algos.inputs import no_tokens as _none
+from rlnb.algos.inputs import prepare_tokens as _prepare
+from rlnb.algos.losses import POLICY_LOSSES, LossOut, ppo_clip
 
 
 def token_cov(logp: torch.Tensor, A: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:

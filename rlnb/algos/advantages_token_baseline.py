@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import torch
 
-from rlnb.algos.advantages import ADVANTAGES, _as_float, _groups
-from rlnb.algos.losses import check_mask
+from rlnb.algos.advantages import ADVANTAGES
+from rlnb.algos.inputs import as_float as _as_float
+from rlnb.algos.inputs import check_mask
+from rlnb.algos.inputs import groups as _groups
 from rlnb.core.checks import check_same_device, check_tensor
 
 

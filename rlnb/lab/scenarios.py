@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parents[3] / "docs" / "results" / "lab_scenarios.json"
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results" / "lab_scenarios.json"
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 
 import torch
 
-from rlnb.algos.advantages import ADVANTAGES, _groups, grpo
+from rlnb.algos.advantages import ADVANTAGES, grpo
+from rlnb.algos.inputs import groups as _groups
 from rlnb.core.checks import check_same_device, check_tensor
 
 

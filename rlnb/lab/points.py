@@ -36,8 +36,11 @@ class Point:
 
 
 def take(trainer, changes: int = 0) -> Point:
-    """The trainer's run now, as a ``Point`` (between steps only)."""
-    return Point(snapshot(trainer, weights=True), trainer.recipe, trainer.ref_model, list(trainer.records), changes)
+    """The trainer's run now, as a ``Point`` (between steps only). A point is a step boundary the lab comes back
+    to, never the middle of a ``run(n)``: putting it back leaves no interrupted run to finish."""
+    snap = snapshot(trainer, weights=True)
+    snap.state.run_target = None
+    return Point(snap, trainer.recipe, trainer.ref_model, list(trainer.records), changes)
 
 
 def put(trainer, point: Point) -> None:
@@ -48,8 +51,7 @@ def put(trainer, point: Point) -> None:
         trainer.use_reference(point.ref, rebuild=False)
     if ref_changed or trainer.recipe != point.recipe:
         trainer.set_recipe(point.recipe)  # rebuilds the stages on the point's recipe and reference
-    restore(trainer, point.snap)
-    trainer.run_target = None
+    restore(trainer, point.snap)                # through Trainer.set_state, like every write of run state
     trainer.records.clear()
     trainer.records.extend(point.records)
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from rlnb.algos.losses import POLICY_LOSSES, LossOut, _prepare
+from rlnb.algos.inputs import prepare_tokens as _prepare
+from rlnb.algos.losses import POLICY_LOSSES, LossOut
 
 
 @POLICY_LOSSES.register("dro")

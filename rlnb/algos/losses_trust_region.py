@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import torch
 
-from rlnb.algos.losses import POLICY_LOSSES, LossOut, _prepare
+from rlnb.algos.inputs import prepare_tokens as _prepare
+from rlnb.algos.losses import POLICY_LOSSES, LossOut
 from rlnb.core.checks import check_same_device, check_tensor
 
 

@@ -1,4 +1,4 @@
-"""``LabLoop``: the lab's engine without any widget: play / pause / step / step a stage / rewind.
+"""``LabLoop``: the lab's engine without any widget: play / pause / step / step a stage / rewind / fork.
 
 Training runs in one background thread, never in the kernel's main thread, so the kernel stays free for
 other cells and for the widgets' own messages while the model learns. A thread (and not the kernel's
@@ -9,25 +9,27 @@ thread-safe), so the dashboard redraws while it trains. It also works in a plain
 is how the tests drive it.
 
 Knob changes are queued and applied between steps, never inside one (``Trainer.reconfigure``), so a
-step always runs with one set of knobs, and ``history[i]["hp/<knob>"]`` says which.
+step always runs with one set of knobs, and ``history[i]["hp/<knob>"]`` says which. The loop is made of parts
+it holds: a ``Timeline`` (kept points, changes, rewind), ``Forks`` (the second branch), a ``StagedStep`` while a
+step is half-run, and the ``SCENARIOS`` it can set up; the trainer's owner is recorded in ``rlnb.run.owner``.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-import weakref
 
-from rlnb.run import owner, points
-from rlnb.run.fork import Change  # noqa: F401  (re-exported: the lab's change record)
-from rlnb.run.lab_branches import LabBranches
+from rlnb.lab.fork import Branch, Forks
+from rlnb.lab.scenarios import SCENARIOS, describe
+from rlnb.lab.staged import StagedStep
+from rlnb.lab.timeline import Timeline, apply_changes
+from rlnb.run import owner
 
 STATES = ("paused", "playing", "stepping")
 STAGES = ("sample", "reward", "advantage", "update")
-_OWNERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # trainer -> the open loop driving it
 
 
-class LabLoop(LabBranches):
+class LabLoop:
     """Drives ``trainer`` one step (or one stage) at a time, in a background thread when playing.
 
     ``play()`` returns at once; ``pause(wait=True)`` returns once the step in progress has committed
@@ -35,30 +37,41 @@ class LabLoop(LabBranches):
     runs the next stage and returns ``(stage, batch)``; ``rewind(step)`` goes back to any kept point (``kept``:
     when the lab was made, every ``keep_every`` steps, before each knob change and each time playing stops; at most
     ``keep_limit``, bit-exact: the same knobs give the same steps); ``keep()`` keeps one now; ``fork()`` starts a
-    second branch (``LabBranches``). ``set(knob, value)`` validates at once (a bad value raises the knob's own error
-    and nothing changes) and applies at the next step boundary. ``on_step(record)`` and ``on_change()`` are hooks
-    the panel fills.
+    second branch. ``set(knob, value)`` validates at once (a bad value raises the knob's own error and nothing
+    changes) and applies at the next step boundary. ``on_step(record)`` and ``on_change()`` are hooks the panel fills.
     """
 
     def __init__(self, trainer, *, knobs=(), replace: bool = False, keep_every: int = 5, keep_limit: int = 8):
-        old = _OWNERS.get(trainer)
-        if old is not None and not old.closed:
+        old = owner.holder_of(trainer)
+        if old is not None:
             if not replace:
                 raise RuntimeError("trainer: another Lab already drives this trainer; close it (lab.close()) "
                                    "or pass replace=True to stop it and take over")
             old.close()
+        trainer.log_knobs(*knobs)  # before the first kept point: a rewind there keeps logging them
         self.trainer, self.closed, self.error = trainer, False, None
-        trainer.logged_knobs = tuple(dict.fromkeys((*trainer.logged_knobs, *knobs)))
-        self.state, self.changes, self.pending = "paused", [], {}
+        self.state, self.pending, self.scenarios = "paused", {}, SCENARIOS
         self.step_seconds: list[float] = []
         self.on_step = self.on_change = lambda *a: None
         self._lock, self._stop = threading.Lock(), threading.Event()
         self._thread: threading.Thread | None = None
-        self._stage = None  # the half-run step of step_stage(): its thread and handshake
-        self.kept = points.Kept(every=keep_every, limit=keep_limit)
-        self.kept.add(points.take(trainer))
-        self.fork_branch = None  # the open (or last closed) fork: rlnb.run.fork.Branch
-        _OWNERS[trainer] = self  # last: a constructor that raised owns nothing
+        self._stage: StagedStep | None = None
+        self.timeline = Timeline(trainer, every=keep_every, limit=keep_limit)
+        self.forks = Forks(trainer)
+        owner.hold(trainer, self)  # last: a constructor that raised holds nothing
+
+    # --- the parts, as the panel and the tests read them ------------------------------------------
+    @property
+    def kept(self):
+        return self.timeline.kept
+
+    @property
+    def changes(self) -> list:
+        return self.timeline.changes
+
+    @property
+    def fork_branch(self) -> Branch | None:
+        return self.forks.branch
 
     # --- knobs ---------------------------------------------------------------------------------
     def set(self, knob: str, value, *, branch: str = "main") -> None:
@@ -71,7 +84,8 @@ class LabLoop(LabBranches):
         """Queue several knobs as one change: validated together, applied together or not at all. ``branch``:
         "main", or "fork" (the open fork's own knobs, applied at its next step)."""
         if branch == "fork":
-            return self._set_fork(changes)
+            self.forks.queue(changes)
+            return self.on_change()
         if branch != "main":
             raise ValueError(f"branch: expected 'main' or 'fork', got {branch!r}")
         if self.closed:
@@ -95,21 +109,35 @@ class LabLoop(LabBranches):
             changes, self.pending = self.pending, {}
         if not changes:
             return None
-        t = self.trainer
-        before = {k: t.knob(k) for k in changes}
-        if t.step_count not in self.kept.steps():  # rewinding here undoes the change
-            self.kept.add(points.take(t, len(self.changes)))
+        self.timeline.keep_before_change()
         try:
-            t.reconfigure(**changes)
+            self.timeline.changes += apply_changes(self.trainer, changes)
         except (ValueError, TypeError) as err:
             self.error = f"{type(err).__name__}: {err}"
             self.on_change()
             return err
-        else:
-            self.error = None
-            self.changes += [Change(k, before[k], t.knob(k), t.step_count + 1) for k in changes
-                             if before[k] != t.knob(k)]
+        self.error = None
         self.on_change()
+
+    # --- scenarios -------------------------------------------------------------------------------
+    def set_up(self, name: str) -> str:
+        """Queue scenario ``name``'s knobs (next step boundary); returns what it says to try."""
+        s = self._scenario(name)
+        if s.reference and self.trainer.ref_model is None:  # KL is measured whenever there is a reference
+            if self.state != "paused":
+                raise RuntimeError(f"{name}: pause first (this scenario adds the reference model)")
+            self.trainer.use_reference("start")
+        self.set_many(s.setup)
+        return describe(name)
+
+    def try_fix(self, name: str) -> Branch:
+        """Fork the run now (paused) with scenario ``name``'s fix in the fork only."""
+        return self.fork(**self._scenario(name).fix)
+
+    def _scenario(self, name: str):
+        if name not in self.scenarios:
+            raise ValueError(f"name: expected one of the scenarios {sorted(self.scenarios)}, got {name!r}")
+        return self.scenarios[name]
 
     # --- stepping --------------------------------------------------------------------------------
     def _one_step(self):
@@ -122,9 +150,8 @@ class LabLoop(LabBranches):
 
     def _after_step(self, record) -> None:
         """Once the main branch's step has committed: the fork's step, a periodic keep, the panel's hook."""
-        self._step_fork()
-        if self.kept.due(self.trainer.step_count):
-            self.kept.add(points.take(self.trainer, len(self.changes)))
+        self.forks.step(len(self.changes))
+        self.timeline.keep_if_due()
         self.on_step(record)
 
     def step(self):
@@ -156,13 +183,13 @@ class LabLoop(LabBranches):
         except BaseException as err:  # the Trainer rolled the failed step back; say what happened
             self.error = f"{type(err).__name__}: {err}"
         finally:
-            self._keep_now()
+            self.timeline.keep_now()
             owner.release(self.trainer, threading.current_thread())
             self.state = "paused"
             self.on_change()
 
     def pause(self, *, wait: bool = True, timeout: float | None = None) -> None:
-        """Stop after the step in progress (a checkpoint is taken there). ``wait=False`` returns at once
+        """Stop after the step in progress (a point is kept there). ``wait=False`` returns at once
         (what the button does, so the kernel never blocks on a step)."""
         self._stop.set()
         th = self._thread
@@ -186,51 +213,17 @@ class LabLoop(LabBranches):
 
     def step_stage(self):
         """Run the next stage of the current step (sample -> reward -> advantage -> update) and return
-        ``(stage, batch)``; after "update" the step has committed. The step runs in a helper thread that
-        waits after each stage, so it keeps the Trainer's rollback guarantees (``close()`` mid-step rolls
-        it back)."""
+        ``(stage, batch)``; after "update" the step has committed (``StagedStep`` keeps the rollback guarantees:
+        ``close()`` mid-step rolls it back)."""
         if self._stage is None:
             self._check_idle("step_stage")
             self._apply()
-            self._stage = {"go": threading.Event(), "done": threading.Event(), "out": None, "abort": False}
-            self._stage["thread"] = threading.Thread(target=self._staged, args=(self._stage,), daemon=True)
-            owner.claim(self.trainer, self._stage["thread"], "a Lab's half-run step (step_stage())")
-            self._stage["thread"].start()
-        else:
-            self._stage["go"].set()
-        s = self._stage
-        s["done"].wait()
-        s["done"].clear()
-        out = s["out"]
-        if isinstance(out, BaseException) or out[0] == "update":
-            s["go"].set()
-            s["thread"].join()
-            self._stage = None
-            if isinstance(out, BaseException):
-                raise out
-        return out
-
-    def _staged(self, s) -> None:
-        loop = self
-
-        class Hold:
-            def on_stage(self, trainer, stage, batch):
-                s["out"] = (stage, batch)
-                s["done"].set()
-                s["go"].wait()
-                s["go"].clear()
-                if s["abort"]:
-                    raise KeyboardInterrupt("step_stage: step abandoned")
-
+            self._stage = StagedStep(self.trainer, self._after_step)
         try:
-            record = loop.trainer.step(callbacks=[Hold()])
-            loop._after_step(record)
-        except BaseException as err:
-            s["out"] = err
-            owner.release(loop.trainer, threading.current_thread())  # before the caller goes on
-            s["done"].set()
+            return self._stage.next()
         finally:
-            owner.release(loop.trainer, threading.current_thread())
+            if self._stage.done:
+                self._stage = None
 
     def _check_idle(self, what: str) -> None:
         if self.closed:
@@ -241,42 +234,90 @@ class LabLoop(LabBranches):
             raise RuntimeError(f"{what}: a step is half-run by step_stage(); finish it with step_stage() "
                                "(to 'update') first")
 
+    # --- kept points, rewind and the fork (between steps, paused) ----------------------------------
+    def keep(self) -> int:
+        """Keep the run now (paused only) so ``rewind`` can come back to it; returns its step."""
+        self._check_idle("keep")
+        self.timeline.keep_now()
+        return self.trainer.step_count
+
+    def kept_text(self) -> str:
+        return self.timeline.text()
+
+    def rewind(self, step: int | None = None) -> int:
+        """Back to the point kept at ``step`` (None: the newest kept point; paused only, no open fork); returns
+        the step. The steps that follow are bit for bit those that followed it the first time (same knobs)."""
+        self._check_idle("rewind")
+        if self.forks.is_open():
+            raise RuntimeError("rewind: a fork is open; close it first (lab.close_fork()), then rewind the main run")
+        point = self.timeline.rewind(step)
+        self.forks.forget_after(point.step)
+        with self._lock:
+            self.pending = {}
+        self.on_change()
+        return self.trainer.step_count
+
+    def fork(self, **knobs) -> Branch:
+        """Copy the run now (paused, at a step boundary) into a second branch; ``knobs`` are the fork's own
+        changes (applied at its first step). From now on each step steps both branches. Refused with
+        MemoryError where the copy does not fit (``rlnb.lab.fork.check_fits``)."""
+        self._check_idle("fork")
+        if self.pending:
+            raise RuntimeError(f"fork: knob changes are queued for the main run ({sorted(self.pending)}); "
+                               "step once or set them again after forking")
+        branch = self.forks.open(knobs)
+        self.timeline.kept.add(branch.point)  # the fork point is a natural place to come back to
+        self.on_change()
+        return branch
+
+    def close_fork(self) -> Branch | None:
+        """Stop stepping the fork (paused only); its history and weights stay readable for ``compare``."""
+        self._check_idle("close_fork")
+        branch = self.forks.close()
+        if branch is not None:
+            self.on_change()
+        return branch
+
+    def in_branch(self, branch: str, fn):
+        """``fn(trainer)`` with ``branch`` ("main" or "fork") put in the trainer (paused only); main put back."""
+        self._check_idle("in_branch")
+        return self.forks.in_branch(branch, fn, len(self.changes))
+
+    def labels(self) -> tuple[str, str] | None:
+        """(main, fork) legend labels, by what differs: ("beta 0", "beta 0.05 from step 30"); None without a fork."""
+        return self.forks.labels()
+
     # --- status and shutdown ---------------------------------------------------------------------
     def seconds_per_step(self) -> float | None:
         s = sorted(self.step_seconds)
         return s[len(s) // 2] if s else None
 
     def last_change(self, step: int | None = None):
-        """The latest change made by the boundary after ``step`` (None: now), or None: a change applied while
-        paused at step 2 is "beta 0 -> 0.05 at step 3" from then on."""
-        step = self.trainer.step_count if step is None else step
-        return next((c for c in reversed(self.changes) if c.step <= step + 1), None)
+        """The latest change made by the boundary after ``step`` (None: now), or None."""
+        return self.timeline.last_change(self.trainer.step_count if step is None else step)
 
     def status(self, step: int | None = None) -> str:
         """"step 37 / playing / 1.1 s per step / last change: beta 0 -> 0.05 at step 30", about ``step`` (None:
         the trainer's step now; the panel passes the step its figure shows, so the two never disagree)."""
         step = self.trainer.step_count if step is None else step
         sps, change = self.seconds_per_step(), self.last_change(step)
-        parts = [f"step {step}", "stage " + self._stage["out"][0] + " done"
-                 if self._stage is not None and isinstance(self._stage["out"], tuple) else self.state]
+        half = self._stage is not None and isinstance(self._stage.out, tuple)
+        parts = [f"step {step}", f"stage {self._stage.out[0]} done" if half else self.state]
         parts.append(f"{sps:.2g} s per step" if sps is not None else "- s per step")
         parts.append(f"last change: {change}" if change else "no knob changed yet")
         if self.pending:
             parts.append("next step: " + ", ".join(f"{k}={v!r}" for k, v in self.pending.items()))
-        return " / ".join(parts + self._fork_status())
+        return " / ".join(parts + self.forks.status())
 
     def close(self) -> None:
         """Stop the background work (waits for the step in progress; a half-run staged step is rolled
         back) and release the trainer so another Lab may drive it."""
         self.pause(wait=True)
         if self._stage is not None:
-            self._stage["abort"] = True
-            self._stage["go"].set()
-            self._stage["thread"].join()
+            self._stage.abort()
             self._stage = None
         self.closed = True
-        if _OWNERS.get(self.trainer) is self:
-            del _OWNERS[self.trainer]
+        owner.let_go(self.trainer, self)
 
 
 def measure_kl(trainer):
