@@ -9,7 +9,6 @@ import re
 
 import ipywidgets as widgets
 import numpy as np
-import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 import torch
