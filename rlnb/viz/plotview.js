@@ -34,6 +34,56 @@ function requestLibrary(model) {
   }
 }
 
+// anywidget (0.11) makes each model wait for its module before it handles any message from the kernel, and gives
+// up after 2 s: from then on `_handle_comm_msg` awaits a rejected promise and drops every message to that model, so
+// its figure stays as it was. On a busy laptop that was the empty axes (plotly's FigureWidget has a 5 MB module).
+// Mended once per page, for every anywidget: a message whose wait failed is handled by ipywidgets' own handler, in
+// the order it came. The failure itself is then harmless, and is reported as a warning instead of a page error.
+const FAILED = "Failed to initialize model";
+
+function quietFailures() {
+  if (globalThis.__rlnbQuiet) return;
+  globalThis.__rlnbQuiet = true;
+  globalThis.addEventListener("unhandledrejection", (event) => {
+    if (globalThis.__rlnbMended && String(event.reason).includes(FAILED)) {
+      event.preventDefault();
+      console.warn("rlnb: a widget's module took over 2 s to load (a busy machine); its updates are still applied");
+    }
+  });
+}
+quietFailures();
+
+function ownHandler(proto) {
+  while (proto && !Object.prototype.hasOwnProperty.call(proto, "_handle_comm_msg")) proto = Object.getPrototypeOf(proto);
+  return proto;
+}
+
+async function mendAnywidget(model) {
+  if (globalThis.__rlnbMended || !model.widget_manager || !model.widget_manager.get_model) return;
+  const ref = model.get("lib");  // any real anywidget model will do: the one carrying plotly.js
+  const id = typeof ref === "string" && ref.startsWith("IPY_MODEL_") ? ref.slice("IPY_MODEL_".length) : null;
+  let real = null;
+  try { real = id && await model.widget_manager.get_model(id); } catch (err) { return; }
+  const anywidgetProto = real && ownHandler(Object.getPrototypeOf(real));
+  const widgetProto = anywidgetProto && ownHandler(Object.getPrototypeOf(anywidgetProto));
+  if (globalThis.__rlnbMended || !widgetProto) return;
+  const waitFirst = anywidgetProto._handle_comm_msg, handle = widgetProto._handle_comm_msg;
+  anywidgetProto._handle_comm_msg = function (msg) {
+    return Promise.resolve(waitFirst.call(this, msg)).catch((err) => {
+      if (!String(err).includes(FAILED)) throw err;
+      return handle.call(this, msg);
+    });
+  };
+  globalThis.__rlnbMended = true;
+}
+
+// Ask the kernel for the model's state again, once the mend is in: anything sent before it may have been dropped.
+function resync(model) {
+  mendAnywidget(model).catch(() => {}).finally(() => {
+    try { model.send({ type: "sync" }); } catch (err) { /* closed: nothing to ask */ }
+  });
+}
+
 const TYPED = { f8: Float64Array, f4: Float32Array, i4: Int32Array, u4: Uint32Array, i2: Int16Array,
                 u2: Uint16Array, i1: Int8Array, u1: Uint8Array, u1c: Uint8ClampedArray };
 
@@ -133,7 +183,7 @@ function render({ model, el }) {
   };
   model.on("change:version", changed);
   model.on("msg:custom", message);
-  try { model.send({ type: "sync" }); } catch (err) { /* closed: nothing to ask */ }  // a new view starts fresh
+  resync(model);  // a new view (a reload, a second display) starts from the kernel's state
   lib.promise.then((P) => {
     clearTimeout(waiting);
     Plotly = P;
@@ -155,7 +205,7 @@ function render({ model, el }) {
 // can be lost; the kernel answers with what it holds now, which the views then draw). Nothing here may wait:
 // anywidget gives a model 2 s to load and initialize.
 function initialize({ model }) {
-  try { model.send({ type: "sync" }); } catch (err) { /* closed before it was made: nothing to ask */ }
+  resync(model);
 }
 
 export default { initialize, render };

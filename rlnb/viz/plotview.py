@@ -1,16 +1,21 @@
 """``PlotView``: the widget that shows a live figure in JupyterLab, and ``PlotlyJS``, the plotly.js it draws with.
 
 Why not plotly's ``FigureWidget``: its front end keeps its own copy of the figure (``_widget_data``) and changes it
-by applying incremental messages (restyle, relayout, add traces) in handlers that its 5 MB script registers once it
-has loaded; a message the page receives before that, or a view that renders from a copy the handlers never
-updated, leaves empty axes while the kernel holds the data. On a busy machine that happened to every figure (seen at
-load 10-15 even for ``go.FigureWidget(go.Scatter(y=[1, 2, 3]))``), and a reload drew from the same stale copy.
+by applying incremental messages (restyle, relayout, add traces) in handlers that its 5 MB module registers once it
+has loaded, so a view can only be as right as every message before it. On a busy machine that failed in the ways a
+learner sees (empty axes in every figure at load 10-15, even ``go.FigureWidget(go.Scatter(y=[1, 2, 3]))``; a reload
+drawing from the same stale copy), and two mechanisms were measured here: anywidget gives a model's module 2 s to
+load and initialize, and the 5 MB module missed that under load ("[anywidget] Failed to initialize model." on 2 of 3
+pages of four plain FigureWidgets at load 12); and a state update the kernel sends while the page is still making
+the model can be lost (a first version of this widget left one figure of 69 at its opening state).
 
 Here the state is the whole figure, every time: ``figure`` (JSON of data and layout), ``template`` (JSON of the
 theme's template, re-sent only when it changes) and ``version`` (a counter) change together in one message. The
 widget model in the page is then always the newest state, whatever the timing; a view, a second view or a reloaded
-page draws it (``plotview.js``). plotly.js (the copy the plotly package ships, no network) travels once per kernel
-in the one ``PlotlyJS`` model that every view refers to.
+page draws it (``plotview.js``); the page asks for the state again once it has made the model and at each new view,
+so an update lost while it was being made is sent again. plotly.js (the copy the plotly package ships, no network)
+travels once per kernel as the ``source`` of the one ``PlotlyJS`` model that every view refers to, outside the
+module anywidget times.
 """
 
 from __future__ import annotations
