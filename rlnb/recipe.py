@@ -86,9 +86,13 @@ class Recipe:
     pass_k: int | None = knob("grpo_passk: train for the best of k samples (pass@k); None = k = G, the whole "
                               "group (verl's grpo_passk).", UNSET, symbol="k", range="[2, inf)", slider=(2, 16, 1),
                               on=2, group="advantage", no_trl="TRL has no pass@k advantage")
-    gpg_alpha_nonzero: bool = knob("gpg: alpha = B / (rows with a nonzero reward), verl 0.9.1's count, instead of "
-                                   "the paper's B / (B - M), M the rows of groups with equal rewards.", UNSET,
+    gpg_alpha_nonzero: bool = knob("gpg: alpha = B / (rows with a nonzero reward), verl 0.9.1's count (True); "
+                                   "False: the paper's B / (B - M), M the rows of groups with equal rewards.", UNSET,
                                    group="advantage", no_trl="TRL has no GPG advantage")
+    singleton_zero: bool = knob("gpg, gdpo: a singleton group (G = 1) gets A = 0 (rlnb's rule for group "
+                                "estimators) instead of verl's group mean 0 and std 1 (gpg: alpha r; gdpo: the "
+                                "whitened r).", UNSET, group="advantage",
+                                no_trl="TRL's GRPO needs G >= 2 completions per prompt")
     handle_zero_tail: bool = knob("Optimal token baseline: past the second-longest completion of a group, the "
                                   "longest gets no baseline (A = r) instead of its own return (A = 0).", UNSET,
                                   group="advantage", no_trl="TRL has no per-token optimal baseline")
@@ -138,7 +142,8 @@ class Recipe:
                               UNSET, symbol="β_cov", range="[0, inf)", slider=(0.0, 5.0, 0.1), group="loss",
                               no_trl="TRL has no KL-Cov loss")
     dro_beta: float = knob("DRO: coefficient of the quadratic penalty (beta/2)(logp - old_logp)^2; each token's "
-                           "optimum sits at log rho = A / beta (verl's policy_loss.dro_beta).", UNSET, symbol="β_DRO",
+                           "optimum sits at log rho = A / beta (verl's policy_loss.dro_beta). No default, as in "
+                           "verl: the loss 'dro' raises until it is set.", UNSET, symbol="β_DRO",
                            range="(0, inf)", slider=(0.05, 5.0, 0.05), group="loss", no_trl="TRL has no DRO loss")
 
     # --- KL and entropy -------------------------------------------------------------------------
@@ -169,6 +174,11 @@ class Recipe:
     entropy_coef_max: float = knob("Thermostat upper bound of the entropy coefficient.", 0.05, symbol="α_max",
                                    range="[0, inf)", slider=(0.0, 0.2, 0.005), trl="entropy_coef_max",
                                    group="entropy")
+    entropy_aggregation: str = knob("How the entropy bonus averages H, a key of rlnb.algos.ENTROPY_BONUSES: "
+                                    "'pushed-token-mean' (TRL 1.16: token mean over the tokens the policy "
+                                    "gradient reaches) or 'loss-aggregation' (verl 0.9.1: the loss's aggregation "
+                                    "over every valid token).", "pushed-token-mean", choices="ENTROPY_BONUSES",
+                                    group="entropy", no_trl="TRL's bonus is always 'pushed-token-mean'")
     top_entropy_quantile: float = knob("Keep only the top quantile of the batch's valid tokens by entropy in the "
                                        "policy loss (Beyond the 80/20 rule; the paper uses 0.2); 1.0 keeps all.",
                                        1.0, symbol="ρ", range="[0, 1]", slider=(0.05, 1.0, 0.05), off=1.0,

@@ -24,7 +24,7 @@ from rlnb.algos import (  # noqa: F401  (importing a module registers its entrie
 from rlnb.algos.advantages import ADVANTAGES, gae
 from rlnb.algos.advantages_otb import sum_pi_squared
 from rlnb.algos.aggregation import AGGREGATIONS
-from rlnb.algos.entropy import EntropyThermostat, entropy_bonus, top_entropy_mask
+from rlnb.algos.entropy import ENTROPY_BONUSES, EntropyThermostat, entropy_bonus, top_entropy_mask
 from rlnb.algos.filters import FILTERS, PassRateHistory
 from rlnb.algos.kl import KL_ESTIMATORS, AdaptiveKLController, kl_penalized_rewards, kl_regularised_optimum
 from rlnb.algos.losses import POLICY_LOSSES, LossOut
@@ -34,7 +34,7 @@ from rlnb.algos.shaping import overlong_penalty
 from rlnb.algos.values import ValueHead, ValueLossOut, value_loss
 
 __all__ = [
-    "ADVANTAGES", "AGGREGATIONS", "FILTERS", "KL_ESTIMATORS", "POLICY_LOSSES",
+    "ADVANTAGES", "AGGREGATIONS", "ENTROPY_BONUSES", "FILTERS", "KL_ESTIMATORS", "POLICY_LOSSES",
     "AdaptiveKLController", "EntropyThermostat", "LossOut", "PassRateHistory", "Registry",
     "ValueHead", "ValueLossOut",
     "bernoulli_kl", "bind", "entropy_bonus", "extra_inputs", "gae", "hyper_names", "kl_penalized_rewards", "kl_regularised_optimum", "knob_names",

@@ -81,12 +81,16 @@ def _expand(xc: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
 
 
 def _group_baseline(ret: torch.Tensor, W: torch.Tensor, m: torch.Tensor, G: int, *, eps: float,
-                    handle_zero_tail: bool) -> torch.Tensor:
-    """B_t per group and position, (B, T) -> (B, T); see the module docstring."""
+                    handle_zero_tail: bool, drop_empty: bool = False) -> torch.Tensor:
+    """B_t per group and position, (B, T) -> (B, T); see the module docstring. ``drop_empty``: rows with no
+    valid token leave their group (verl's multi-turn estimator), so a group left with one row has no baseline."""
     if G == 1:  # no other sample: no baseline, A = G_t (verl)
         return torch.zeros_like(ret)
     R, Wm, M = (x.view(-1, G, x.shape[-1]) for x in (ret, W * m, m))  # (P, G, T)
     b = ((R * Wm).sum(1) / (Wm.sum(1) + eps))[:, None, :].expand_as(R).clone()  # (P, G, T)
+    if drop_empty:
+        alone = (M.sum(-1) > 0).sum(1) == 1                            # (P,) one non-empty row left
+        b = b.masked_fill(alone[:, None, None], 0.0)
     if handle_zero_tail:
         # Past the second-longest completion the longest is alone: its own return would be its baseline
         # and its advantage 0 there. verl gives that tail no baseline instead (A = G_t).
@@ -111,7 +115,7 @@ def _optimal_token_baseline(rewards, group_size, old_logp, sum_pi_sq, mask, *, c
     ret = r[:, None] * m                                               # (B, T) reward-to-go of an outcome reward
     if compact:
         (Wc, mc), (retc, _) = _compact(W, m), _compact(ret, m)
-        b = _group_baseline(retc, Wc, mc, group_size, eps=eps, handle_zero_tail=handle_zero_tail)
+        b = _group_baseline(retc, Wc, mc, group_size, eps=eps, handle_zero_tail=handle_zero_tail, drop_empty=True)
         return _expand((retc - b) * mc, m)
     b = _group_baseline(ret, W, m, group_size, eps=eps, handle_zero_tail=handle_zero_tail)
     return torch.where(m > 0, ret - b, torch.zeros_like(ret))          # exact 0 (not -0) on padding
@@ -164,7 +168,10 @@ def tir_optimal_token_baseline(rewards: torch.Tensor, group_size: int, old_logp=
     token, so tool-output tokens (mask 0 inside the completion) do not shift the comparison.
 
     Shapes, knobs and conventions as ``optimal_token_baseline``; on right-padded masks (every completion
-    rlnb's Sampler writes) the two are identical. With a hole at t = 1 in the short row (a tool
+    rlnb's Sampler writes) the two are identical. One more rule, verl's: a row with no valid token leaves
+    its group, so a group with one non-empty row is a singleton (no baseline, A = r) whatever
+    ``handle_zero_tail`` says (lengths [0, 5, 0, 0], rewards [1, .5, 0, 1]: the long row gets A = 0.5, not
+    about 0 as its own return would give). With a hole at t = 1 in the short row (a tool
     output), its two valid tokens line up with the long row's first two: the same advantages as the
     first example of ``optimal_token_baseline``, spread back to positions 0 and 2.
 

@@ -19,6 +19,7 @@ import torch
 
 from rlnb.algos.advantages import ADVANTAGES, gae
 from rlnb.algos.aggregation import AGGREGATIONS
+from rlnb.algos.entropy import ENTROPY_BONUSES
 from rlnb.algos.filters import FILTERS
 from rlnb.algos.kl import KL_ESTIMATORS
 from rlnb.algos.losses import POLICY_LOSSES
@@ -137,7 +138,7 @@ def check_recipe(recipe) -> None:
 
 def _check_names(r) -> None:
     for arg, reg in (("advantage", ADVANTAGES), ("loss", POLICY_LOSSES), ("aggregation", AGGREGATIONS),
-                     ("kl_estimator", KL_ESTIMATORS)):
+                     ("kl_estimator", KL_ESTIMATORS), ("entropy_aggregation", ENTROPY_BONUSES)):
         if getattr(r, arg) not in reg:
             raise unknown_name(arg, getattr(r, arg), reg, reg.kind)
     for i, name in enumerate(r.filters):

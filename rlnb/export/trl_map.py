@@ -84,7 +84,7 @@ CONVERTED = {"format_weight", "advantage", "loss", "aggregation", "eps_low", "ep
              "entropy_coef_max", "num_mini_batches"}
 # Knobs without a TRL name whose gap needs a rule below (every other one is a gap when not at its "off")
 RULED = {"name", "paper", "prompts_per_step", "filters", "overlong_buffer", "unbiased", "eps", "batch_std_centred",
-         "dppo_delta", "dppo_cap", "kl_estimator", "kl_horizon", "critic", *CRITIC_FIELDS}
+         "dppo_delta", "dppo_cap", "kl_estimator", "kl_horizon", "critic", "entropy_aggregation", *CRITIC_FIELDS}
 
 
 def _direct(r: Recipe, m: TRLMapping) -> None:
@@ -193,13 +193,13 @@ def _kl_entropy(r: Recipe, m: TRLMapping) -> None:
                         entropy_coef_delta=r.entropy_coef_delta, entropy_coef_max=r.entropy_coef_max)
         m.differences.append(Gap("entropy_target", r.entropy_target, "TRL applies the coefficient only while "
                                  "the entropy is at or below the target (gated); rlnb's thermostat always applies it"))
-    if (r.entropy_coef or r.entropy_target is not None) and r.top_entropy_quantile < 1:
-        m.differences.append(Gap("top_entropy_quantile", r.top_entropy_quantile, "TRL applies the entropy bonus "
-                                 "only on the top-entropy tokens the policy gradient reaches (sum H m E / sum m E); "
-                                 "rlnb on every valid token"))
-    if (r.entropy_coef or r.entropy_target is not None) and r.aggregation != "token-mean":
-        m.differences.append(Gap("entropy_coef", r.entropy_coef, "TRL's entropy bonus is a token mean; rlnb "
-                                 f"aggregates it like the loss ({r.aggregation})"))
+    bonus = r.entropy_coef or r.entropy_target is not None
+    if bonus and r.entropy_aggregation != "pushed-token-mean" and (r.aggregation != "token-mean"
+                                                                    or r.top_entropy_quantile < 1):
+        m.unsupported.append(Gap("entropy_aggregation", r.entropy_aggregation, "TRL's entropy bonus is always the "
+                                 "token mean over the tokens the policy gradient reaches (sum H m E / sum m E, "
+                                 f"'pushed-token-mean'); rlnb here aggregates it like the loss ({r.aggregation}) "
+                                 "over every valid token"))
 
 
 def _optimisation(r: Recipe, m: TRLMapping) -> None:

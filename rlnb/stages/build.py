@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from rlnb.algos import (
     ADVANTAGES,
     AGGREGATIONS,
+    ENTROPY_BONUSES,
     FILTERS,
     KL_ESTIMATORS,
     POLICY_LOSSES,
@@ -60,6 +61,7 @@ def build_stages(r, *, model, tokenizer, task, ref_model, value_head, optimizer,
         beta=0.0 if r.kl_in_reward else r.beta, entropy_coef=r.entropy_coef, temperature=r.temperature,
         num_iterations=r.num_iterations, num_mini_batches=r.num_mini_batches, max_grad_norm=r.max_grad_norm,
         fp32_lm_head=r.fp32_lm_head, value_head=value_head, value_loss_fn=bind(value_loss, r),
-        vf_coef=r.vf_coef, token_mask=bind(top_entropy_mask, r), generator=generators["update"],
+        vf_coef=r.vf_coef, token_mask=bind(top_entropy_mask, r), entropy_rule=ENTROPY_BONUSES[r.entropy_aggregation],
+        generator=generators["update"],
     )
     return Stages(sampler, rewarder, refill, valuer, advantager, updater)

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import torch
 
-from rlnb.algos.entropy import entropy_bonus, top_entropy_mask
+from rlnb.algos.entropy import entropy_bonus, pushed_token_mean, top_entropy_mask
 from rlnb.algos.losses import extra_inputs
 from rlnb.batch import Batch, require
 from rlnb.core.checks import check_causal_lm
@@ -106,7 +106,8 @@ class Updater:
     Writes: nothing on the batch; changes the model's weights; returns ``UpdateStats``.
 
     ``loss_fn``, ``agg_fn`` and ``kl_fn`` are bound registry functions; ``token_mask(entropy, mask)`` picks the
-    tokens the policy gradient reaches (bound ``top_entropy_mask``: all of them unless top_entropy_quantile < 1). With ``num_iterations=1`` and
+    tokens the policy gradient reaches (bound ``top_entropy_mask``: all of them unless top_entropy_quantile < 1);
+    ``entropy_rule`` (an ``ENTROPY_BONUSES`` entry) how the entropy bonus averages H over them. With ``num_iterations=1`` and
     ``num_mini_batches=1`` the policy that is differentiated is the one that sampled, so the ratio is
     exactly 1 and nothing is clipped; more steps per batch let the ratio move so clipping can fire.
     """
@@ -116,7 +117,7 @@ class Updater:
                  temperature: float = 1.0, num_iterations: int = 1, num_mini_batches: int = 1,
                  max_grad_norm: float = 1.0, fp32_lm_head: bool = False, value_head=None,
                  value_loss_fn: Callable | None = None, vf_coef: float = 0.5, token_mask: Callable | None = None,
-                 generator: torch.Generator | None = None):
+                 entropy_rule: Callable = pushed_token_mean, generator: torch.Generator | None = None):
         check_fields(beta=beta, entropy_coef=entropy_coef, temperature=temperature, num_iterations=num_iterations,
                      num_mini_batches=num_mini_batches, max_grad_norm=max_grad_norm, fp32_lm_head=fp32_lm_head,
                      vf_coef=vf_coef)
@@ -135,6 +136,7 @@ class Updater:
         self.num_iterations, self.num_mini_batches = num_iterations, num_mini_batches
         self.max_grad_norm, self.fp32_lm_head = max_grad_norm, fp32_lm_head
         self.value_head, self.value_loss_fn, self.vf_coef = value_head, value_loss_fn, vf_coef
+        self.entropy_rule = entropy_rule                                  # an ENTROPY_BONUSES entry (TRL's by default)
         self.loss_inputs = extra_inputs(loss_fn)                          # e.g. DPPO top-K's tensors
         # which tokens the policy gradient reaches (TRL's top_entropy_quantile); every valid token by default
         self.token_mask = token_mask if token_mask is not None else partial(top_entropy_mask, top_entropy_quantile=1.0)
@@ -189,7 +191,8 @@ class Updater:
 
     def loss(self, mb: Batch, rows: torch.Tensor | None = None) -> MiniBatchLoss:
         """The loss of one mini-batch as named zoo terms:
-        total = agg(pg) + beta * agg(kl) - entropy_coef * agg(H) [+ vf_coef * agg(value)]."""
+        total = agg(pg) + beta * agg(kl) - entropy_coef * H_bar [+ vf_coef * agg(value)], H_bar the
+        ``entropy_rule``'s average (TRL's token mean over the pushed tokens by default)."""
         rows = torch.arange(mb.B) if rows is None else rows               # mini-batch row -> batch row
         fw = self.policy(mb)                                              # logp, entropy (b, T)
         _finite("logits", fw.logp, rows, "the current policy's log-probs")
@@ -203,7 +206,7 @@ class Updater:
         terms = {
             "pg": agg(out.loss * pushed, m),       # the denominator still counts every token (TRL's rule)
             "kl": self.beta * agg(kl_t, m) if self.beta else _zero(fw.logp),
-            "entropy": entropy_bonus(fw.entropy, m, agg, entropy_coef=self.entropy_coef),
+            "entropy": entropy_bonus(fw.entropy, m, agg, pushed, entropy_coef=self.entropy_coef, rule=self.entropy_rule),
         }
         if self.value_head is not None:  # PPO's critic, trained on the same hidden states
             terms["value"] = self.vf_coef * agg(self.value_loss_fn(fw.values, mb.old_values, mb.returns, m).loss, m)
