@@ -143,7 +143,7 @@ class Recipe:
                               no_trl="TRL has no KL-Cov loss")
     dro_beta: float = knob("DRO: coefficient of the quadratic penalty (beta/2)(logp - old_logp)^2; each token's "
                            "optimum sits at log rho = A / beta (verl's policy_loss.dro_beta). No default, as in "
-                           "verl: the loss 'dro' raises until it is set.", UNSET, symbol="β_DRO",
+                           "verl: the loss 'dro' raises until it is set.", UNSET, symbol="β_DRO", on=1.0,
                            range="(0, inf)", slider=(0.05, 5.0, 0.05), group="loss", no_trl="TRL has no DRO loss")
 
     # --- KL and entropy -------------------------------------------------------------------------

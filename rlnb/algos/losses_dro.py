@@ -39,12 +39,12 @@ def dro(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, mask: tor
     >>> out.loss, out.weight
     (tensor([[0.6931, 0.3181]]), tensor([[1.0000, 0.5000]]))
     """
+    A, m, valid = _prepare(logp, old_logp, adv, mask)
     if dro_beta is None:
         raise ValueError("dro_beta: the loss 'dro' needs its penalty coefficient dro_beta > 0 and has no default "
                          "(verl 0.9.1 has none either); set it, e.g. dro_beta=1.0")
     if isinstance(dro_beta, bool) or not isinstance(dro_beta, (int, float)) or not dro_beta > 0:
         raise ValueError(f"dro_beta: expected a positive float (the quadratic penalty's coefficient), got {dro_beta!r}")
-    A, m, valid = _prepare(logp, old_logp, adv, mask)
     d = logp - old_logp                                                # (B, T) per-token log-ratio
     loss = -(A * logp - 0.5 * dro_beta * d ** 2)                       # (B, T)
     weight = (A - dro_beta * d).detach() * m                           # -d loss / d logp
