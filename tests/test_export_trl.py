@@ -51,7 +51,7 @@ def rlnb_loss(recipe, t):
     B = P * G
     batch = Batch(["p"] * B, ["a"] * B, torch.arange(B) // G, G, prompt_ids=t["prompt_ids"],
                   prompt_mask=t["prompt_mask"], completion_ids=t["ids"], mask=t["mask"].double(), old_logp=t["old"],
-                  ref_logp=t["ref"], adv=t["adv"], keep=torch.ones(B, dtype=torch.bool))
+                  ref_logp=t["ref"], adv=t["adv"], keep=torch.ones(B, dtype=torch.bool), rollout_logp=t.get("mu"))
     saved = update_mod.completion_logprobs
     update_mod.completion_logprobs = lambda *a, **k: PolicyOut(logp, ent, None, None, None)
     try:
@@ -75,6 +75,11 @@ def trl_loss(recipe, t, *, num_items=None):
               "completion_mask": t["mask"], "advantages": t["adv"], "old_per_token_logps": t["old"],
               "ref_per_token_logps": t["ref"],
               "num_items_in_batch": t["mask"].sum() if num_items is None else torch.tensor(num_items)}
+    if "mu" in t:  # the sampler's own log-probs (vLLM's in TRL) and TRL's IS ratio made from them
+        inputs["sampling_per_token_logps"] = t["mu"]
+    if "is_ratio" in t:
+        inputs["importance_sampling_ratio"] = t["is_ratio"]
+        trainer.use_vllm = True                                      # TRL applies the ratio only with vLLM
     loss = trainer._compute_loss(trainer.model, inputs)
     loss.backward()
     return loss.detach(), logp.grad, ent.grad
