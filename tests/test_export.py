@@ -52,7 +52,8 @@ MOVED = {"num_generations": 4, "temperature": 0.7, "top_p": 0.9, "max_new_tokens
          "lr": 3e-4, "warmup_steps": 3, "weight_decay": 0.01, "max_grad_norm": 0.5, "num_iterations": 2,
          "fp32_lm_head": True, "max_gen_rounds": 3, "pass_rate_threshold": 0.9, "topk_logprobs": 4,
          "kl_in_reward": True, "kl_target": 0.1, "beta": 0.1, "gpg_alpha_nonzero": False, "handle_zero_tail": False,
-         "singleton_zero": True}
+         "singleton_zero": True, "rollout_rs_estimator": "k1", "rollout_rs_reduce": "max", "bypass_mode": True,
+         "rollout_bf16": True, "use_bias_correction_kl": True}
 
 
 def _moved(name: str, k) -> object:
