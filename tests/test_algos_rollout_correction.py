@@ -175,3 +175,26 @@ def test_rejection_leaves_the_denominators_and_a_gate_does_not():
     rec = t.step()
     assert 0 < rec.metrics["rollout_corr/rejected_fraction"] < 1
     assert rec.metrics["sampling/importance_sampling_ratio/mean"] == 1.0  # no IS entry: weights all 1
+
+
+def test_token_baseline_path_weights_scale_by_the_squared_is_weights():
+    """verl's rollout_is_weights on the optimal token baseline: w_t -> rho_bar^2 w_t. Two rows, w = 1/2 each,
+    rewards 1 and 0; weights 2 and 1 at the single token: B = (4 * .5 * 1) / (4 * .5 + .5) = 0.8."""
+    half = torch.full((2, 1), 0.5, dtype=F64)
+    r, m = torch.tensor([1.0, 0.0], dtype=F64), torch.ones(2, 1, dtype=F64)
+    for name in ("optimal_token_baseline", "tir_optimal_token_baseline"):
+        plain = rlnb.algos.ADVANTAGES[name](r, 2, half.log(), half, m)
+        torch.testing.assert_close(plain[:, 0], torch.tensor([0.5, -0.5], dtype=F64))
+        w = torch.tensor([[2.0], [1.0]], dtype=F64)
+        adv = rlnb.algos.ADVANTAGES[name](r, 2, half.log(), half, m, w)
+        torch.testing.assert_close(adv[:, 0], torch.tensor([0.2, -0.8], dtype=F64))
+
+
+def test_the_advantager_hands_the_corrections_is_weights_to_the_token_baseline():
+    t = rlnb.Trainer.tiny("grpo", seed=0, advantage="optimal_token_baseline", rollout_temperature=1.5,
+                          rollout_correction="token_truncate", rollout_is_max=1.5, **TINY)
+    batch = t.rewarder.step(t.sampler.step(t.next_prompts()))
+    w = t.advantager.inputs(batch)["rollout_is_weights"]
+    assert w is not None and w.max() <= 1.5 and (w[batch.mask.bool()] != 1).any()
+    plain = rlnb.Trainer.tiny("grpo", seed=0, advantage="optimal_token_baseline", **TINY).advantager
+    assert plain.inputs(batch)["rollout_is_weights"] is None

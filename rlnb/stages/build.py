@@ -56,7 +56,8 @@ def build_stages(r, *, model, tokenizer, task, ref_model, value_head, optimizer,
     valuer = (PrefixValuer(model, tokenizer, task, K=r.mc_rollouts, temperature=r.temperature, top_p=r.top_p,
                            max_new_tokens=r.max_new_tokens, generator=generators["credit"])
               if not r.critic and "prefix_values" in extra_inputs(estimator) else None)
-    advantager = Advantager(estimator, filters=filters, gae=bind(gae, r) if r.critic else None)
+    corrections = tuple(bind(ROLLOUT_CORRECTIONS[n], r) for n in r.rollout_correction)
+    advantager = Advantager(estimator, filters=filters, gae=bind(gae, r) if r.critic else None, corrections=corrections)
     updater = Updater(
         model, optimizer, scheduler, loss_fn=bind(POLICY_LOSSES[r.loss], r),
         agg_fn=bind(AGGREGATIONS[r.aggregation], r), kl_fn=bind(KL_ESTIMATORS[r.kl_estimator], r),
@@ -64,7 +65,7 @@ def build_stages(r, *, model, tokenizer, task, ref_model, value_head, optimizer,
         num_iterations=r.num_iterations, num_mini_batches=r.num_mini_batches, max_grad_norm=r.max_grad_norm,
         fp32_lm_head=r.fp32_lm_head, value_head=value_head, value_loss_fn=bind(value_loss, r),
         vf_coef=r.vf_coef, token_mask=bind(top_entropy_mask, r), entropy_rule=ENTROPY_BONUSES[r.entropy_aggregation],
-        corrections=tuple(bind(ROLLOUT_CORRECTIONS[n], r) for n in r.rollout_correction), bypass_mode=r.bypass_mode,
+        corrections=corrections, bypass_mode=r.bypass_mode,
         use_bias_correction_kl=r.use_bias_correction_kl, generator=generators["update"],
     )
     return Stages(sampler, rewarder, refill, valuer, advantager, updater)
