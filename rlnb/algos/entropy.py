@@ -23,8 +23,9 @@ ENTROPY_BONUSES = Registry("entropy bonus")
 @ENTROPY_BONUSES.register("pushed-token-mean")
 def pushed_token_mean(entropy: torch.Tensor, mask: torch.Tensor, pushed: torch.Tensor | None = None,
                       aggregate: Callable | None = None) -> torch.Tensor:
-    """TRL 1.16's entropy bonus: H_bar = sum(H m E) / sum(m E), a token mean over the tokens the policy
-    gradient reaches (E: ``top_entropy_mask``, all valid tokens when None), whatever the loss's aggregation.
+    """TRL 1.16's entropy bonus (the entropy regulariser of A3C, arXiv 1602.01783): H_bar = sum(H m E) / sum(m E),
+    a token mean over the tokens the policy gradient reaches (E: ``top_entropy_mask``, Beyond the 80/20 rule,
+    arXiv 2506.01939; all valid tokens when None), whatever the loss's aggregation.
 
     entropy, mask, pushed (B, T) -> scalar; ``aggregate`` is ignored (the same signature as
     ``loss_aggregation``). H = [[.1, .9], [.5, .3]] and E = [[0, 1], [1, 0]]: (0.9 + 0.5) / 2 = 0.7.
@@ -40,7 +41,8 @@ def pushed_token_mean(entropy: torch.Tensor, mask: torch.Tensor, pushed: torch.T
 @ENTROPY_BONUSES.register("loss-aggregation")
 def loss_aggregation(entropy: torch.Tensor, mask: torch.Tensor, pushed: torch.Tensor | None = None,
                      aggregate: Callable | None = None) -> torch.Tensor:
-    """verl 0.9.1's entropy bonus: H_bar = agg(H, m) with the policy loss's own aggregation (``aggregate``,
+    """verl 0.9.1's entropy bonus (A3C's regulariser, arXiv 1602.01783): H_bar = agg(H, m) with the policy
+    loss's own aggregation (``aggregate``,
     token-mean when None) over every valid token; ``pushed`` is ignored (verl has no top-entropy mask).
 
     Lengths 3 and 1, H = [[.2, .4, .6], [.6, 0, 0]] under seq-mean-token-mean: (0.4 + 0.6) / 2 = 0.5,

@@ -98,8 +98,9 @@ def _is_correction(log_r, mask, rollout_is_min, rollout_is_max, *, truncate: boo
 @ROLLOUT_CORRECTIONS.register("token_truncate")
 def token_truncate(logp, train_logp, rollout_logp, adv, mask, *, rollout_is_min: float | None = None,
                    rollout_is_max: float | None = 3.0) -> Correction:
-    """Token-level truncated importance sampling, TIS (TRL 1.16's ``vllm_importance_sampling_mode=
-    "token_truncate"``, verl 0.9.1's ``rollout_is="token"``): r_t = pi_train(o_t) / mu(o_t),
+    """Token-level truncated importance sampling, TIS (Yao et al. 2025; truncated IS as in IMPALA's V-trace,
+    arXiv 1802.01561; TRL 1.16's ``vllm_importance_sampling_mode="token_truncate"``, verl 0.9.1's
+    ``rollout_is="token"``): r_t = pi_train(o_t) / mu(o_t),
     is_weight_t = clamp(r_t, C_min, C_max), detached. r = [1, .5 | 1, 1]: 0.5 is truncated up to 0.6.
 
     >>> mu = torch.full((2, 2), 0.5).log(); pi = torch.tensor([[0.5, 0.25], [0.5, 0.5]]).log()
@@ -114,7 +115,8 @@ def token_truncate(logp, train_logp, rollout_logp, adv, mask, *, rollout_is_min:
 @ROLLOUT_CORRECTIONS.register("token_mask")
 def token_mask(logp, train_logp, rollout_logp, adv, mask, *, rollout_is_min: float | None = None,
                rollout_is_max: float | None = 3.0) -> Correction:
-    """Token-level masked importance sampling, MIS (TRL 1.16's ``"token_mask"``): is_weight_t = r_t where
+    """Token-level masked importance sampling (IcePop, Ring-1T, arXiv 2510.18855; TRL 1.16's ``"token_mask"``):
+    is_weight_t = r_t where
     C_min <= r_t <= C_max, else 0 (the token stays in the denominators). r = .5 < C_min: weight 0.
 
     >>> mu = torch.full((2, 2), 0.5).log(); pi = torch.tensor([[0.5, 0.25], [0.5, 0.5]]).log()
@@ -129,7 +131,8 @@ def token_mask(logp, train_logp, rollout_logp, adv, mask, *, rollout_is_min: flo
 @ROLLOUT_CORRECTIONS.register("sequence_truncate")
 def sequence_truncate(logp, train_logp, rollout_logp, adv, mask, *, rollout_is_min: float | None = None,
                       rollout_is_max: float | None = 3.0) -> Correction:
-    """Sequence-level truncated IS (TRL 1.16's ``"sequence_truncate"``, verl 0.9.1's ``rollout_is=
+    """Sequence-level truncated IS (truncated IS of IMPALA, arXiv 1802.01561, on the sequence ratio; TRL
+    1.16's ``"sequence_truncate"``, verl 0.9.1's ``rollout_is=
     "sequence"``): r_i = prod_t pi_train / mu = exp(sum_t log r_t), one weight clamp(r_i, C_min, C_max) on
     every token of row i. Row 0's r = .5 is truncated to 0.6 on both its tokens.
 
@@ -145,7 +148,8 @@ def sequence_truncate(logp, train_logp, rollout_logp, adv, mask, *, rollout_is_m
 @ROLLOUT_CORRECTIONS.register("sequence_mask")
 def sequence_mask(logp, train_logp, rollout_logp, adv, mask, *, rollout_is_min: float | None = None,
                   rollout_is_max: float | None = 3.0) -> Correction:
-    """Sequence-level masked IS (TRL 1.16's default ``vllm_importance_sampling_mode``): is_weight = r_i
+    """Sequence-level masked IS, MIS (Liu et al. 2025, "When Speed Kills Stability"; the sequence form of
+    IcePop's masking, arXiv 2510.18855; TRL 1.16's default ``vllm_importance_sampling_mode``): is_weight = r_i
     on every token of row i when C_min <= r_i <= C_max, else 0. Row 0 (r = .5) is masked out whole.
 
     >>> mu = torch.full((2, 2), 0.5).log(); pi = torch.tensor([[0.5, 0.25], [0.5, 0.5]]).log()
@@ -184,7 +188,8 @@ def _keep(stat: torch.Tensor, lo: float, hi: float, mask: torch.Tensor) -> Corre
 @ROLLOUT_CORRECTIONS.register("token_reject")
 def token_reject(logp, train_logp, rollout_logp, adv, mask, *, rollout_rs_estimator: str = "k3",
                  rollout_rs_threshold: float | None = None) -> Correction:
-    """Token-level rejection sampling (verl 0.9.1's ``rollout_rs="token_k1|k2|k3"``): keep token t when its
+    """Token-level rejection sampling (a hard trust region on the train/rollout divergence, as IcePop's
+    masking, arXiv 2510.18855; verl 0.9.1's ``rollout_rs="token_k1|k2|k3"``): keep token t when its
     divergence d_t = k(mu, pi_train) is within the threshold C (k1: -log C <= log mu/pi <= log C; k2, k3:
     d_t <= C); a rejected token leaves the loss and its denominators (keep = 0). No default C, as in verl.
     mu = [.5, .5], pi = [.5, .25]: k3 of the second token is .5 - 1 + log 2 = 0.193 > C = 0.1.
@@ -200,7 +205,8 @@ def token_reject(logp, train_logp, rollout_logp, adv, mask, *, rollout_rs_estima
 @ROLLOUT_CORRECTIONS.register("sequence_reject")
 def sequence_reject(logp, train_logp, rollout_logp, adv, mask, *, rollout_rs_estimator: str = "k3",
                     rollout_rs_threshold: float | None = None, rollout_rs_reduce: str = "mean") -> Correction:
-    """Sequence-level rejection sampling (verl 0.9.1's ``rollout_rs="seq_{sum,mean,max}_k*"``): the row's
+    """Sequence-level rejection sampling (verl 0.9.1's ``rollout_rs="seq_{sum,mean,max}_k*"``; the sequence
+    form of IcePop's masking, arXiv 2510.18855): the row's
     divergence D_i = sum, mean or max over its valid tokens of d_t (``rollout_rs_reduce``) against C as in
     ``token_reject``; a rejected row leaves the loss whole. Means over [.193, 0] and [0, 0]: row 0 (0.097)
     is rejected at C = 0.05 (k1 and max as in verl: max takes k2 or k3 only).
