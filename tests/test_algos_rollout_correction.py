@@ -198,3 +198,15 @@ def test_the_advantager_hands_the_corrections_is_weights_to_the_token_baseline()
     assert w is not None and w.max() <= 1.5 and (w[batch.mask.bool()] != 1).any()
     plain = rlnb.Trainer.tiny("grpo", seed=0, advantage="optimal_token_baseline", **TINY).advantager
     assert plain.inputs(batch)["rollout_is_weights"] is None
+
+
+def test_the_dashboard_shows_the_mismatch_when_the_sampler_differs():
+    from rlnb.viz.live.dashboard import MISMATCH_PANEL, Dashboard
+
+    t = rlnb.Trainer.tiny("grpo", seed=0, rollout_temperature=1.3, rollout_correction="token_truncate", **TINY)
+    dash = Dashboard(t, backend="static")
+    t.run(1, callbacks=[dash], progress=False)
+    assert dash.panels[-1] == MISMATCH_PANEL
+    shown = {tr.meta: tr.y for tr in dash.fig.data if tr.meta in MISMATCH_PANEL[1]}
+    assert set(shown) == set(MISMATCH_PANEL[1]) and shown["sampling/sampling_logp_difference/mean"][-1] > 0.01
+    assert MISMATCH_PANEL not in Dashboard(rlnb.Trainer.tiny("grpo", **TINY), backend="static").panels
