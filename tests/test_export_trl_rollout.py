@@ -17,7 +17,6 @@ import rlnb  # noqa: E402
 from rlnb.export import trl_mapping  # noqa: E402
 from tests.test_export_trl import TINY, fake_batch, rlnb_loss, trl_loss  # noqa: E402
 
-
 LOSS_FIELDS = {"loss", "aggregation", "rollout_correction", "rollout_is_min", "rollout_is_max", "bypass_mode",
                "off_policy_mask_threshold", "vespo_k_pos", "vespo_k_neg", "vespo_lambda_pos", "vespo_lambda_neg"}
 

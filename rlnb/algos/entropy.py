@@ -16,7 +16,6 @@ from rlnb.algos.aggregation import token_mean
 from rlnb.algos.registry import Registry
 from rlnb.core.checks import check_number
 
-
 ENTROPY_BONUSES = Registry("entropy bonus")
 
 
