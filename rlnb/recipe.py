@@ -181,7 +181,7 @@ class Recipe:
                                        range="(0, inf)", slider=(0.001, 5.0, 0.001), on=2.0, group="correction",
                                        no_trl="TRL has no divergence-based rejection")
     rollout_rs_reduce: str = knob("Sequence rejection: 'sum', 'mean' or 'max' of the row's token divergences "
-                                  "(verl's seq_sum / seq_mean / seq_max).", UNSET, group="correction",
+                                  "(verl's seq_sum / seq_mean / seq_max).", UNSET, choices="SEQUENCE_REDUCTIONS", group="correction",
                                   no_trl="TRL has no divergence-based rejection")
     off_policy_mask_threshold: float = knob("Off-policy sequence mask (DeepSeek-V3.2): drop rows with A < 0 whose "
                                             "mean KL(mu || pi_theta) exceeds delta; no default, as in TRL.", UNSET,

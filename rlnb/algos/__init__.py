@@ -32,13 +32,18 @@ from rlnb.algos.kl import KL_ESTIMATORS, AdaptiveKLController, kl_penalized_rewa
 from rlnb.algos.losses import POLICY_LOSSES, LossOut
 from rlnb.algos.losses_dppo import bernoulli_kl, topk_divergence
 from rlnb.algos.registry import Registry, bind, extra_inputs, hyper_names, knob_names
-from rlnb.algos.rollout_correction import ROLLOUT_CORRECTIONS, Correction, importance_corrected_kl
+from rlnb.algos.rollout_correction import (
+    ROLLOUT_CORRECTIONS,
+    SEQUENCE_REDUCTIONS,
+    Correction,
+    importance_corrected_kl,
+)
 from rlnb.algos.shaping import overlong_penalty
 from rlnb.algos.values import ValueHead, ValueLossOut, value_loss
 
 __all__ = [
     "ADVANTAGES", "AGGREGATIONS", "ENTROPY_BONUSES", "FILTERS", "KL_ESTIMATORS", "POLICY_LOSSES",
-    "ROLLOUT_CORRECTIONS", "AdaptiveKLController", "Correction", "EntropyThermostat", "LossOut", "PassRateHistory", "Registry",
+    "ROLLOUT_CORRECTIONS", "SEQUENCE_REDUCTIONS", "AdaptiveKLController", "Correction", "EntropyThermostat", "LossOut", "PassRateHistory", "Registry",
     "ValueHead", "ValueLossOut",
     "bernoulli_kl", "bind", "entropy_bonus", "extra_inputs", "gae", "hyper_names", "importance_corrected_kl", "kl_penalized_rewards", "kl_regularised_optimum", "knob_names",
     "overlong_penalty", "sum_pi_squared", "top_entropy_mask", "topk_divergence", "value_loss",

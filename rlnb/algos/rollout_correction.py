@@ -202,6 +202,14 @@ def token_reject(logp, train_logp, rollout_logp, adv, mask, *, rollout_rs_estima
     return _keep(d, lo, hi, mask)
 
 
+# a row's divergence from its tokens' (B, T) -> (B, 1), verl's seq_sum / seq_mean / seq_max
+SEQUENCE_REDUCTIONS = {
+    "sum": lambda d, mask: d.sum(-1, keepdim=True),
+    "mean": lambda d, mask: d.sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1),
+    "max": lambda d, mask: d.masked_fill(mask == 0, 0.0).amax(-1, keepdim=True),  # d >= 0 for k2, k3
+}
+
+
 @ROLLOUT_CORRECTIONS.register("sequence_reject")
 def sequence_reject(logp, train_logp, rollout_logp, adv, mask, *, rollout_rs_estimator: str = "k3",
                     rollout_rs_threshold: float | None = None, rollout_rs_reduce: str = "mean") -> Correction:
@@ -217,15 +225,10 @@ def sequence_reject(logp, train_logp, rollout_logp, adv, mask, *, rollout_rs_est
             [1., 1.]])
     """
     d, lo, hi = _divergence(train_logp, rollout_logp, mask, rollout_rs_estimator, rollout_rs_threshold)
-    if rollout_rs_reduce == "sum":
-        D = d.sum(-1, keepdim=True)                                    # (B, 1)
-    elif rollout_rs_reduce == "mean":
-        D = d.sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1)
-    elif rollout_rs_reduce == "max" and lo == -math.inf:
-        D = d.masked_fill(mask == 0, 0.0).amax(-1, keepdim=True)      # d >= 0 for k2, k3
-    else:
-        raise ValueError(f"rollout_rs_reduce: expected 'sum', 'mean' or 'max' (max with a non-negative "
+    if rollout_rs_reduce not in SEQUENCE_REDUCTIONS or (rollout_rs_reduce == "max" and lo != -math.inf):
+        raise ValueError(f"rollout_rs_reduce: expected one of {sorted(SEQUENCE_REDUCTIONS)} (max with a non-negative "
                          f"estimator: k2, k3), got {rollout_rs_reduce!r} with {rollout_rs_estimator!r}")
+    D = SEQUENCE_REDUCTIONS[rollout_rs_reduce](d, mask)                # (B, 1)
     return _keep(D, lo, hi, mask)
 
 
