@@ -208,10 +208,8 @@ class Updater:
                     mb.adv, loss_mask(mb))                                # rollout IS weight, gate, keep (b, T)
         m = loss_mask(mb) * c.keep                                        # (b, T) tokens in the loss
         agg = partial(self.agg_fn, group_size=mb.group_size)              # (b, T), (b, T) -> scalar
-        folds = getattr(getattr(self.loss_fn, "func", self.loss_fn), "folds_is_weight", False)  # VESPO
-        out = self.loss_fn(fw.logp, old, mb.adv, m, **self._inputs(fw, mb), **({"is_weight": c.is_weight} if folds else {}))
+        out, weight = self._policy_loss(fw, mb, old, m, c)                # LossOut, (b, T) the correction on it
         pushed = self.token_mask(fw.entropy, m).to(m.dtype)              # (b, T) tokens the gradient reaches
-        weight = c.gate * (1.0 if folds else c.is_weight)                 # (b, T) the correction on the loss
         measured = mb.ref_logp is not None and self.kl_fn is not None     # KL is logged whenever it can be
         kl_t = self.kl_fn(fw.logp, mb.ref_logp) * m if measured else None  # (b, T)
         if measured and self.use_bias_correction_kl:
@@ -224,6 +222,14 @@ class Updater:
         if self.value_head is not None:  # PPO's critic, trained on the same hidden states
             terms["value"] = self.vf_coef * agg(self.value_loss_fn(fw.values, mb.old_values, mb.returns, m).loss, m)
         return MiniBatchLoss(sum(terms.values()), terms, out, fw.entropy.detach(), kl_t, m, old, c)
+
+    def _policy_loss(self, fw, mb: Batch, old: torch.Tensor, m: torch.Tensor, c) -> tuple:
+        """The per-token LossOut and the rollout correction's (b, T) factor on it: gate x IS weight, or the gate
+        alone for a loss that folds the IS weights into itself (VESPO, ``folds_is_weight``: TRL's rule)."""
+        folds = getattr(getattr(self.loss_fn, "func", self.loss_fn), "folds_is_weight", False)
+        given = {"is_weight": c.is_weight} if folds else {}
+        out = self.loss_fn(fw.logp, old, mb.adv, m, **self._inputs(fw, mb), **given)
+        return out, c.gate * (1.0 if folds else c.is_weight)
 
     def old_logp(self, mb: Batch, logp: torch.Tensor) -> torch.Tensor:
         """(b, T) pi_old: the sampler's mu in bypass mode, else the Sampler's recompute, else (on-policy) the
