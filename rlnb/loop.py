@@ -354,7 +354,8 @@ class Trainer:
         """Skip the Sampler's recomputing forward for this step when nothing reads ``old_logp`` before an
         on-policy update (see ``Sampler``): the ratio is still exactly 1, one forward cheaper."""
         r = self.recipe
-        skip = self.updater.on_policy and not (r.kl_in_reward and r.beta > 0) and not r.critic and not r.topk_logprobs
+        skip = (self.updater.on_policy or r.bypass_mode) and not (r.kl_in_reward and r.beta > 0) and not r.critic \
+            and not r.topk_logprobs  # bypass mode: pi_old is the sampler's mu, no recompute (verl)
         skip = skip and "old_logp" not in extra_inputs(self.advantager.estimator)  # the token baseline reads it
         self.sampler.recompute_old_logp = not skip
         try:

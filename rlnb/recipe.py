@@ -86,9 +86,13 @@ class Recipe:
     pass_k: int | None = knob("grpo_passk: train for the best of k samples (pass@k); None = k = G, the whole "
                               "group (verl's grpo_passk).", UNSET, symbol="k", range="[2, inf)", slider=(2, 16, 1),
                               on=2, group="advantage", no_trl="TRL has no pass@k advantage")
-    gpg_alpha_nonzero: bool = knob("gpg: alpha = B / (rows with a nonzero reward), verl 0.9.1's count, instead of "
-                                   "the paper's B / (B - M), M the rows of groups with equal rewards.", UNSET,
+    gpg_alpha_nonzero: bool = knob("gpg: alpha = B / (rows with a nonzero reward), verl 0.9.1's count (True); "
+                                   "False: the paper's B / (B - M), M the rows of groups with equal rewards.", UNSET,
                                    group="advantage", no_trl="TRL has no GPG advantage")
+    singleton_zero: bool = knob("gpg, gdpo: a singleton group (G = 1) gets A = 0 (rlnb's rule for group "
+                                "estimators) instead of verl's group mean 0 and std 1 (gpg: alpha r; gdpo: the "
+                                "whitened r).", UNSET, group="advantage",
+                                no_trl="TRL's GRPO needs G >= 2 completions per prompt")
     handle_zero_tail: bool = knob("Optimal token baseline: past the second-longest completion of a group, the "
                                   "longest gets no baseline (A = r) instead of its own return (A = 0).", UNSET,
                                   group="advantage", no_trl="TRL has no per-token optimal baseline")
@@ -138,8 +142,61 @@ class Recipe:
                               UNSET, symbol="β_cov", range="[0, inf)", slider=(0.0, 5.0, 0.1), group="loss",
                               no_trl="TRL has no KL-Cov loss")
     dro_beta: float = knob("DRO: coefficient of the quadratic penalty (beta/2)(logp - old_logp)^2; each token's "
-                           "optimum sits at log rho = A / beta (verl's policy_loss.dro_beta).", UNSET, symbol="β_DRO",
+                           "optimum sits at log rho = A / beta (verl's policy_loss.dro_beta). No default, as in "
+                           "verl: the loss 'dro' raises until it is set.", UNSET, symbol="β_DRO", on=1.0,
                            range="(0, inf)", slider=(0.05, 5.0, 0.05), group="loss", no_trl="TRL has no DRO loss")
+
+    vespo_k_pos: float = knob("VESPO: power k of the sequence weight phi(w) = e^lam w^k e^(-lam w) for A >= 0 "
+                              "(how hard a low ratio is down-weighted).", UNSET, symbol="k_+", range="[0, inf)",
+                              slider=(0.0, 6.0, 0.1), trl="vespo_k_pos", group="loss", acts="ratio")
+    vespo_lambda_pos: float = knob("VESPO: decay lam of phi(w) for A >= 0 (how hard a high ratio is down-weighted).",
+                                   UNSET, symbol="λ_+", range="[0, inf)", slider=(0.0, 6.0, 0.1),
+                                   trl="vespo_lambda_pos", group="loss", acts="ratio")
+    vespo_k_neg: float = knob("VESPO: power k of phi(w) for A < 0.", UNSET, symbol="k_-", range="[0, inf)",
+                              slider=(0.0, 6.0, 0.1), trl="vespo_k_neg", group="loss", acts="ratio")
+    vespo_lambda_neg: float = knob("VESPO: decay lam of phi(w) for A < 0.", UNSET, symbol="λ_-", range="[0, inf)",
+                                   slider=(0.0, 6.0, 0.1), trl="vespo_lambda_neg", group="loss", acts="ratio")
+
+    # --- rollout correction (the sampler is not exactly the trainer) ------------------------------
+    rollout_correction: tuple = knob("Names in rlnb.algos.ROLLOUT_CORRECTIONS (composed by product) that reweight "
+                                     "or drop tokens by the rollout ratio pi_train / mu, e.g. ('token_truncate',), "
+                                     "('sequence_mask',), ('token_reject',), ('off_policy_mask',).", (),
+                                     choices="ROLLOUT_CORRECTIONS", off=(), group="correction",
+                                     no_trl="mapped to vllm_importance_sampling_mode / off_policy_mask_threshold "
+                                     "where TRL has the entry (vLLM runs only)")
+    rollout_is_min: float | None = knob("Lower bound C_min of the rollout IS ratio (truncated up to it, or masked "
+                                        "below it); None = no lower bound.", UNSET, symbol="C_min",
+                                        range="(0, inf)", slider=(0.05, 1.0, 0.05), on=0.5, group="correction",
+                                        trl="vllm_importance_sampling_clip_min")
+    rollout_is_max: float | None = knob("Upper bound C_max of the rollout IS ratio (truncated down to it, or masked "
+                                        "above it); None = no upper bound. TRL 3.0, verl's rollout_is_threshold "
+                                        "2.0.", UNSET, symbol="C_max", range="(0, inf)", slider=(1.0, 10.0, 0.1),
+                                        on=2.0, group="correction", trl="vllm_importance_sampling_clip_max")
+    rollout_rs_estimator: str = knob("Rejection: the per-token divergence of mu from pi_train, a key of "
+                                     "rlnb.algos.KL_ESTIMATORS (verl: k1, k2, k3).", UNSET,
+                                     choices="KL_ESTIMATORS", group="correction",
+                                     no_trl="TRL has no divergence-based rejection")
+    rollout_rs_threshold: float = knob("Rejection threshold C (k1: keep log mu/pi in [-log C, log C]; k2, k3: keep "
+                                       "the divergence <= C); no default, as in verl.", UNSET, symbol="C_rs",
+                                       range="(0, inf)", slider=(0.001, 5.0, 0.001), on=2.0, group="correction",
+                                       no_trl="TRL has no divergence-based rejection")
+    rollout_rs_reduce: str = knob("Sequence rejection: 'sum', 'mean' or 'max' of the row's token divergences "
+                                  "(verl's seq_sum / seq_mean / seq_max).", UNSET, choices="SEQUENCE_REDUCTIONS", group="correction",
+                                  no_trl="TRL has no divergence-based rejection")
+    off_policy_mask_threshold: float = knob("Off-policy sequence mask (DeepSeek-V3.2): drop rows with A < 0 whose "
+                                            "mean KL(mu || pi_theta) exceeds delta; no default, as in TRL.", UNSET,
+                                            symbol="δ_OPSM", range="(0, inf)", slider=(0.01, 2.0, 0.01), on=0.5,
+                                            trl="off_policy_mask_threshold", group="correction")
+    bypass_mode: bool = knob("verl's bypass mode: pi_old := mu, the sampler's own log-probs (no recompute), so the "
+                             "loss's ratio pi / mu sees the mismatch; IS weights then compare pi with mu.", False,
+                             off=False, group="correction", no_trl="TRL always recomputes old log-probs")
+    rollout_temperature: float | None = knob("A mismatched sampler: sample at this temperature while the trainer "
+                                             "scores at temperature; None = the same.", None, symbol="τ_μ",
+                                             range="(0, inf)", slider=(0.05, 2.0, 0.05), on=1.2, group="correction",
+                                             no_trl="TRL samples at its temperature")
+    rollout_bf16: bool = knob("A mismatched sampler: sample under bf16 autocast (a lower-precision inference "
+                              "engine); the trainer scores in the model's dtype.", False, off=False,
+                              group="correction", no_trl="vLLM's dtype is vLLM's own setting")
 
     # --- KL and entropy -------------------------------------------------------------------------
     beta: float = knob("KL coefficient; 0 skips the reference model entirely (kl_coef in TRL's PPOTrainer, "
@@ -147,6 +204,9 @@ class Recipe:
                        slider=(0.0, 0.5, 0.005), trl="beta", off=0.0, group="kl")
     kl_estimator: str = knob("KL estimator, a key of rlnb.algos.KL_ESTIMATORS (used in the loss).", "k3",
                              choices="KL_ESTIMATORS", group="kl", no_trl="TRL's KL in the loss is k3 only")
+    use_bias_correction_kl: bool = knob("Multiply the per-token KL by the policy ratio pi_theta / pi_old "
+                                        "(DeepSeek-V3.2's unbiased KL; TRL's default True; verl has no such "
+                                        "factor).", False, trl="use_bias_correction_kl", group="kl")
     kl_in_reward: bool = knob("Put the KL in the reward (r - beta sum_t k1, classic PPO/RLOO) instead of in the "
                               "loss (GRPO).", False, off=False, group="kl",
                               no_trl="TRL's GRPOTrainer puts the KL in the loss only")
@@ -169,6 +229,11 @@ class Recipe:
     entropy_coef_max: float = knob("Thermostat upper bound of the entropy coefficient.", 0.05, symbol="α_max",
                                    range="[0, inf)", slider=(0.0, 0.2, 0.005), trl="entropy_coef_max",
                                    group="entropy")
+    entropy_aggregation: str = knob("How the entropy bonus averages H, a key of rlnb.algos.ENTROPY_BONUSES: "
+                                    "'pushed-token-mean' (TRL 1.16: token mean over the tokens the policy "
+                                    "gradient reaches) or 'loss-aggregation' (verl 0.9.1: the loss's aggregation "
+                                    "over every valid token).", "pushed-token-mean", choices="ENTROPY_BONUSES",
+                                    group="entropy", no_trl="TRL's bonus is always 'pushed-token-mean'")
     top_entropy_quantile: float = knob("Keep only the top quantile of the batch's valid tokens by entropy in the "
                                        "policy loss (Beyond the 80/20 rule; the paper uses 0.2); 1.0 keeps all.",
                                        1.0, symbol="ρ", range="[0, 1]", slider=(0.05, 1.0, 0.05), off=1.0,
@@ -207,8 +272,10 @@ class Recipe:
                               "in bf16 models.", False, trl="cast_lm_head_to_fp32", group="optimisation")
 
     def __post_init__(self):
-        if isinstance(self.filters, (list, str)):  # accept a list or one name; store a hashable tuple
-            object.__setattr__(self, "filters", (self.filters,) if isinstance(self.filters, str) else tuple(self.filters))
+        for name in ("filters", "rollout_correction"):  # accept a list or one name; store a hashable tuple
+            v = getattr(self, name)
+            if isinstance(v, (list, str)):
+                object.__setattr__(self, name, (v,) if isinstance(v, str) else tuple(v))
         check_recipe(self)  # types, ranges, registry names: a bad recipe never exists
 
     @staticmethod

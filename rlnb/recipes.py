@@ -98,8 +98,9 @@ def scalerl() -> Recipe:
 
 
 def gpg() -> Recipe:
-    """GPG (Chu et al., arXiv 2504.02546): group-centred rewards scaled by alpha = B / (B - M) (M: rows of
-    groups with equal rewards), no std, plain REINFORCE loss averaged over the batch's tokens; no
+    """GPG (Chu et al., arXiv 2504.02546): group-centred rewards scaled by alpha, verl 0.9.1's B / (rows with a
+    nonzero reward) (``gpg_alpha_nonzero=False``: the paper's B / (B - M), M the rows of groups with equal
+    rewards), no std, plain REINFORCE loss averaged over the batch's tokens; no
     clipping, no KL, no reference model."""
     return Recipe(name="gpg", paper="GPG, arXiv 2504.02546", advantage="gpg", loss="pg", aggregation="token-mean",
                   beta=0.0)

@@ -22,7 +22,9 @@ EXTRAS = {"lengths": lambda r: 1 + torch.arange(len(r)) % 3, "greedy_rewards": l
           "old_logp": lambda r: torch.full((len(r), 3), 0.5).log(),
           "sum_pi_squared": lambda r: torch.full((len(r), 3), 0.5),
           # VinePPO's prefix values in their (B,) form, V(prompt) alone (its (B, T + 1) form: test_algos_credit.py)
-          "prefix_values": lambda r: r.float().mean().expand(len(r))}
+          "prefix_values": lambda r: r.float().mean().expand(len(r)),
+          # the rollout correction's IS weights on the token baselines' path weights (B, T)
+          "rollout_is_weights": lambda r: torch.full((len(r), 3), 1.5)}
 
 
 def _call(name, rewards, G):

@@ -5,17 +5,56 @@ import functools
 import pytest
 import torch
 
-from rlnb.algos import AGGREGATIONS, EntropyThermostat, entropy_bonus, top_entropy_mask
+from rlnb.algos import AGGREGATIONS, ENTROPY_BONUSES, EntropyThermostat, entropy_bonus, top_entropy_mask
+
+TRL, VERL = ENTROPY_BONUSES["pushed-token-mean"], ENTROPY_BONUSES["loss-aggregation"]
 
 
 def test_entropy_bonus_by_hand():
     H = torch.tensor([[1.0, 2.0, 9.0], [3.0, 0.0, 0.0]])
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
-    # token-mean of valid entries (1 + 2 + 3) / 3 = 2
-    assert entropy_bonus(H, mask, entropy_coef=0.1).item() == pytest.approx(-0.2)
+    # token-mean of valid entries (1 + 2 + 3) / 3 = 2, whatever the loss's aggregation (TRL)
     seq = functools.partial(AGGREGATIONS["seq-mean-token-mean"], group_size=1)
-    assert entropy_bonus(H, mask, seq, entropy_coef=0.1).item() == pytest.approx(-0.1 * (1.5 + 3) / 2)
+    assert entropy_bonus(H, mask, entropy_coef=0.1).item() == pytest.approx(-0.2)
+    assert entropy_bonus(H, mask, seq, entropy_coef=0.1).item() == pytest.approx(-0.2)
+    # verl: the loss's aggregation, seq-mean-token-mean (1.5 + 3) / 2
+    assert entropy_bonus(H, mask, seq, entropy_coef=0.1, rule=VERL).item() == pytest.approx(-0.1 * (1.5 + 3) / 2)
     assert entropy_bonus(H, mask).item() == 0.0
+
+
+def test_entropy_bonus_follows_trl_over_the_top_entropy_mask():
+    """The issue's case: token-mean, H = [[.1, .9], [.5, .3]], q = 0.5, coef 1. TRL: -(0.9 + 0.5) / 2 = -0.70,
+    dL/dH -0.5 on the two pushed tokens and 0 elsewhere; verl's rule (every valid token): -0.45, -0.25 each."""
+    H = torch.tensor([[0.1, 0.9], [0.5, 0.3]], requires_grad=True)
+    m = torch.ones(2, 2)
+    E = top_entropy_mask(H, m, top_entropy_quantile=0.5)
+    assert E.tolist() == [[False, True], [True, False]]                # tau = quantile 0.5 = 0.4
+    trl = entropy_bonus(H, m, None, E, entropy_coef=1.0)
+    (g,) = torch.autograd.grad(trl, H)
+    assert trl.item() == pytest.approx(-0.70)
+    torch.testing.assert_close(g, torch.tensor([[0.0, -0.5], [-0.5, 0.0]]))
+    verl = entropy_bonus(H, m, AGGREGATIONS["token-mean"], E, entropy_coef=1.0, rule=VERL)
+    (g,) = torch.autograd.grad(verl, H)
+    assert verl.item() == pytest.approx(-0.45)
+    torch.testing.assert_close(g, torch.full((2, 2), -0.25))
+
+
+def test_entropy_bonus_under_seq_mean_is_a_token_mean():
+    """seq-mean-token-mean, lengths 3 and 1, no mask: TRL -0.45 (token mean), verl -0.40 (mean of row means)."""
+    H = torch.tensor([[0.1, 0.2, 0.3], [0.6, 9.0, 9.0]])
+    m = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    seq = functools.partial(AGGREGATIONS["seq-mean-token-mean"], group_size=1)
+    assert entropy_bonus(H, m, seq, entropy_coef=1.0).item() == pytest.approx(-(0.1 + 0.2 + 0.3 + 0.6) / 4)
+    assert entropy_bonus(H, m, seq, entropy_coef=1.0, rule=VERL).item() == pytest.approx(-(0.2 + 0.6) / 2)
+    assert TRL(H, m, torch.zeros(2, 3)).item() == 0.0                 # no pushed token: 0, not NaN
+
+
+def test_entropy_bonus_errors_name_the_argument():
+    H, m = torch.ones(2, 2), torch.ones(2, 2)
+    with pytest.raises(ValueError, match="^pushed: expected shape"):
+        entropy_bonus(H, m, None, torch.ones(2, 3), entropy_coef=0.1)
+    with pytest.raises(TypeError, match="^rule: "):
+        entropy_bonus(H, m, entropy_coef=0.1, rule="trl")
 
 
 def test_entropy_bonus_gradient_raises_entropy():

@@ -54,7 +54,7 @@ def test_dro_weight_is_minus_the_gradient_and_starts_as_pg():
     torch.testing.assert_close(out.weight, -g)
     assert (out.loss[mask == 0] == 0).all() and not out.clipped_low.any() and not out.clipped_high.any()
     x0 = old.clone().requires_grad_()                                  # at the rollout policy: pg's gradient
-    (g0,) = torch.autograd.grad(POLICY_LOSSES["dro"](x0, old, adv, mask).loss.sum(), x0)
+    (g0,) = torch.autograd.grad(POLICY_LOSSES["dro"](x0, old, adv, mask, dro_beta=1.0).loss.sum(), x0)
     (gpg_,) = torch.autograd.grad(POLICY_LOSSES["pg"](x0, old, adv, mask).loss.sum(), x0)
     torch.testing.assert_close(g0, gpg_)
 
@@ -80,20 +80,35 @@ def test_dro_rejects_a_non_positive_beta(bad):
 
 def test_gpg_is_dr_grpo_scaled_by_b_over_the_informative_rows():
     r = torch.tensor([1., 0., 1., 0., 1., 1., 1., 1., 0., 0., 0., 0., .5, 0., 0., 1.])
-    adv = gpg(r, 4)
+    adv = gpg(r, 4, gpg_alpha_nonzero=False)                           # the paper's alpha = B / (B - M)
     torch.testing.assert_close(adv, 16 / 8 * ADVANTAGES["dr_grpo"](r, 4))  # 2 of 4 groups are saturated
     assert (adv.view(-1, 4).sum(1).abs() < 1e-6).all()
     mixed = torch.tensor([1., 0., 0., 2., 3., 1.])                     # nothing saturated: alpha = 1
-    torch.testing.assert_close(gpg(mixed, 3), ADVANTAGES["dr_grpo"](mixed, 3))
-    torch.testing.assert_close(gpg(r, 4, gpg_alpha_nonzero=True), 16 / 8 * ADVANTAGES["dr_grpo"](r, 4))  # 8 nonzero
+    torch.testing.assert_close(gpg(mixed, 3, gpg_alpha_nonzero=False), ADVANTAGES["dr_grpo"](mixed, 3))
+    torch.testing.assert_close(gpg(r, 4), 16 / 8 * ADVANTAGES["dr_grpo"](r, 4))  # verl's count: 8 nonzero
     r3 = torch.tensor([1., 0., 0., 0., 1., 1., 1., 1.])                # 5 nonzero, 4 informative
-    assert not torch.allclose(gpg(r3, 4, gpg_alpha_nonzero=True), gpg(r3, 4))
+    assert not torch.allclose(gpg(r3, 4), gpg(r3, 4, gpg_alpha_nonzero=False))
 
 
-def test_gpg_edges_singletons_and_all_saturated_groups_are_zero():
-    assert torch.equal(gpg(torch.tensor([1., 0., 3.]), 1), torch.zeros(3))
+def test_gpg_default_alpha_is_verls_count_of_nonzero_rewards():
+    """The issue's case: B = 16, 7 nonzero rewards: alpha = 16/7, row 0 gets 16/7 * 0.75 = 1.714 (paper: 1.5)."""
+    r = torch.tensor([1., 0., 0., 0., 1., 1., 1., 1., 1., 0., 1., 0., 0., 0., 0., 0.])
+    assert gpg(r, 4)[0].item() == pytest.approx(16 / 7 * 0.75) == pytest.approx(1.7142857)
+    assert gpg(r, 4, gpg_alpha_nonzero=False)[0].item() == pytest.approx(1.5)
+    assert ADVANTAGES["gpg"] is gpg and gpg(r, 4)[8].item() == pytest.approx(16 / 7 * 0.5)
+
+
+def test_gpg_singletons_follow_verl_alpha_r_unless_singleton_zero():
+    r = torch.tensor([1., 0., 3.])                                     # G = 1: mean 0, alpha = 3 / 2 nonzero
+    torch.testing.assert_close(gpg(r, 1), torch.tensor([1.5, 0., 4.5]))
+    torch.testing.assert_close(gpg(r, 1, gpg_alpha_nonzero=False), torch.tensor([1.5, 0., 4.5]))  # same count
+    assert torch.equal(gpg(r, 1, singleton_zero=True), torch.zeros(3))
+
+
+def test_gpg_edges_all_saturated_groups_are_zero():
     assert torch.equal(gpg(torch.ones(8), 4), torch.zeros(8))          # alpha's denominator clamped to 1
-    assert torch.equal(gpg(torch.zeros(8), 4, gpg_alpha_nonzero=True), torch.zeros(8))
+    assert torch.equal(gpg(torch.ones(8), 4, gpg_alpha_nonzero=False), torch.zeros(8))
+    assert torch.equal(gpg(torch.zeros(8), 4), torch.zeros(8))
 
 
 # --- gdpo -----------------------------------------------------------------------------------------------
@@ -131,6 +146,37 @@ def test_gdpo_with_a_mask_whitens_over_tokens():
     tokens = summed.repeat_interleave(lengths)                         # each row once per valid token
     want = (summed - tokens.mean()) / torch.sqrt(tokens.var(unbiased=True) + 1e-8)
     torch.testing.assert_close(gdpo(r, 4, parts, None, mask), want)
+
+
+def test_gdpo_singletons_follow_verl_whitened_rewards_unless_singleton_zero():
+    """G = 1: verl's GRPO takes mean 0 and std 1, so the part is r / (1 + eps), then whitened over the batch:
+    rewards [1, 0, 0, 0] -> mean 0.25, std 0.5 (Bessel) -> [1.5, -0.5, -0.5, -0.5]."""
+    r = torch.tensor([1., 0., 0., 0.], dtype=F64)
+    torch.testing.assert_close(gdpo(r, 1, {"c": r}), torch.tensor([1.5, -.5, -.5, -.5], dtype=F64), atol=1e-6, rtol=0)
+    assert torch.equal(gdpo(r, 1, {"c": r}, singleton_zero=True), torch.zeros(4, dtype=F64))
+
+
+def test_tir_token_baseline_drops_empty_rows_as_verl_does():
+    """Lengths [0, 5, 0, 0], rewards [1, .5, 0, 1]: the one non-empty row is a singleton, A = r = 0.5 with or
+    without handle_zero_tail; the absolute-position estimator (verl keeps empty rows there) gives 0."""
+    m = torch.zeros(4, 5, dtype=F64)
+    m[1] = 1
+    r, lp, s2 = torch.tensor([1., .5, 0., 1.], dtype=F64), torch.full((4, 5), -0.7, dtype=F64) * m, 0.5 * m
+    for tail in (False, True):
+        adv = ADVANTAGES["tir_optimal_token_baseline"](r, 4, lp, s2, m, handle_zero_tail=tail)
+        torch.testing.assert_close(adv[1], torch.full((5,), 0.5, dtype=F64))
+        assert (adv[m == 0] == 0).all()
+    plain = ADVANTAGES["optimal_token_baseline"](r, 4, lp, s2, m, handle_zero_tail=False)
+    assert plain[1].abs().max() < 1e-6
+
+
+def test_dro_has_no_silent_default():
+    with pytest.raises(ValueError, match="^dro_beta: the loss 'dro' needs"):
+        POLICY_LOSSES["dro"](torch.zeros(1, 2), torch.zeros(1, 2), torch.ones(1), torch.ones(1, 2))
+    import rlnb
+    with pytest.raises(ValueError, match="^dro_beta: "):
+        rlnb.recipes.get("grpo", loss="dro")
+    assert rlnb.recipes.get("grpo", loss="dro", dro_beta=0.5).hyperparameters()["loss"]["dro_beta"] == 0.5
 
 
 def test_gdpo_errors_name_the_input():

@@ -4,22 +4,36 @@ import inspect
 
 import pytest
 
-from rlnb.algos import ADVANTAGES, AGGREGATIONS, FILTERS, KL_ESTIMATORS, POLICY_LOSSES, bind, hyper_names
+from rlnb.algos import (
+    ADVANTAGES,
+    AGGREGATIONS,
+    ENTROPY_BONUSES,
+    FILTERS,
+    KL_ESTIMATORS,
+    POLICY_LOSSES,
+    ROLLOUT_CORRECTIONS,
+    bind,
+    hyper_names,
+)
 from rlnb.recipe import Recipe
 
 REGISTRIES = {"ADVANTAGES": ADVANTAGES, "POLICY_LOSSES": POLICY_LOSSES, "AGGREGATIONS": AGGREGATIONS,
-              "KL_ESTIMATORS": KL_ESTIMATORS, "FILTERS": FILTERS}
+              "KL_ESTIMATORS": KL_ESTIMATORS, "FILTERS": FILTERS, "ROLLOUT_CORRECTIONS": ROLLOUT_CORRECTIONS,
+              "ENTROPY_BONUSES": ENTROPY_BONUSES}
 
 NAMES = {
     "ADVANTAGES": ["batch_norm", "dr_grpo", "gdpo", "gpg", "grpo", "grpo_passk", "maxrl", "opo", "optimal_token_baseline",
                    "reinforce", "reinforce_baseline", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax",
                    "rloo", "tir_optimal_token_baseline", "vineppo"],
     "POLICY_LOSSES": ["cispo", "clip_cov", "dppo_kl", "dppo_topk_kl", "dppo_topk_tv", "dppo_tv", "dro", "geo_mean",
-                      "gspo", "kl_cov", "pg", "ppo_clip", "sapo"],
+                      "gspo", "kl_cov", "pg", "ppo_clip", "sapo", "vespo"],
     "AGGREGATIONS": ["prompt-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm",
                      "token-mean", "token-sum"],
     "KL_ESTIMATORS": ["abs", "abs+", "k1", "k1+", "k2", "k3", "k3+"],
     "FILTERS": ["dynamic_sampling", "overlong", "zero_variance"],
+    "ROLLOUT_CORRECTIONS": ["off_policy_mask", "sequence_mask", "sequence_reject", "sequence_truncate", "token_mask",
+                            "token_reject", "token_truncate"],
+    "ENTROPY_BONUSES": ["loss-aggregation", "pushed-token-mean"],
 }
 
 ENTRIES = [(r, n) for r, reg in REGISTRIES.items() for n in sorted(reg)]

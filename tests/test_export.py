@@ -51,7 +51,9 @@ def test_every_recipe_has_an_expectation_and_the_rule_lists_name_real_knobs():
 MOVED = {"num_generations": 4, "temperature": 0.7, "top_p": 0.9, "max_new_tokens": 24, "entropy_coef": 0.01,
          "lr": 3e-4, "warmup_steps": 3, "weight_decay": 0.01, "max_grad_norm": 0.5, "num_iterations": 2,
          "fp32_lm_head": True, "max_gen_rounds": 3, "pass_rate_threshold": 0.9, "topk_logprobs": 4,
-         "kl_in_reward": True, "kl_target": 0.1, "beta": 0.1, "gpg_alpha_nonzero": True, "handle_zero_tail": False}
+         "kl_in_reward": True, "kl_target": 0.1, "beta": 0.1, "gpg_alpha_nonzero": False, "handle_zero_tail": False,
+         "singleton_zero": True, "rollout_rs_estimator": "k1", "rollout_rs_reduce": "max", "bypass_mode": True,
+         "rollout_bf16": True, "use_bias_correction_kl": True}
 
 
 def _moved(name: str, k) -> object:
@@ -142,19 +144,21 @@ def test_entropy_thermostat_and_bonus():
         {"entropy_coef": 0.01, "use_adaptive_entropy": True, "entropy_target": 0.3, "entropy_coef_delta": 0.002,
          "entropy_coef_max": 0.05, "entropy_coef_min": 0.0}
     assert "entropy_target" in {g.field for g in m.differences}      # TRL gates the bonus
-    # token-mean (dapo) is TRL's bonus aggregation; seq-mean (grpo) is not
-    assert "entropy_coef" not in {g.field for g in m.differences}
-    assert "entropy_coef" in {g.field for g in trl_mapping(rlnb.recipes.get("grpo", entropy_coef=0.01)).differences}
+    # the bonus is TRL's by default under every aggregation (a token mean over the pushed tokens)
+    for name in ("dapo", "grpo"):
+        gaps = trl_mapping(rlnb.recipes.get(name, entropy_coef=0.01, top_entropy_quantile=0.2))
+        assert "entropy_aggregation" not in {g.field for g in gaps.unsupported + gaps.differences}
 
 
-def test_entropy_bonus_under_a_top_entropy_mask_is_a_difference():
-    """TRL puts the bonus on the masked tokens (mask x entropy_mask); rlnb on every valid token: reported."""
-    both = trl_mapping(rlnb.recipes.get("dapo", entropy_coef=0.01, top_entropy_quantile=0.2))
-    gap = [g for g in both.differences if g.field == "top_entropy_quantile"]
-    assert len(gap) == 1 and "entropy bonus" in gap[0].why
-    for alone in (dict(top_entropy_quantile=0.2), dict(entropy_coef=0.01)):  # either alone agrees with TRL
-        fields = {g.field for g in trl_mapping(rlnb.recipes.get("dapo", **alone)).differences}
-        assert "top_entropy_quantile" not in fields
+def test_entropy_bonus_aggregated_like_the_loss_is_not_expressible():
+    """verl's rule ('loss-aggregation') differs from TRL's unless the loss is a token mean over every token."""
+    verl = dict(entropy_coef=0.01, entropy_aggregation="loss-aggregation")
+    gap = [g for g in trl_mapping(rlnb.recipes.get("grpo", **verl)).unsupported if g.field == "entropy_aggregation"]
+    assert len(gap) == 1 and "seq-mean-token-mean" in gap[0].why
+    masked = trl_mapping(rlnb.recipes.get("dapo", top_entropy_quantile=0.2, **verl)).unsupported
+    assert "entropy_aggregation" in {g.field for g in masked}
+    for same in (rlnb.recipes.get("dapo", **verl), rlnb.recipes.get("grpo", entropy_aggregation="loss-aggregation")):
+        assert "entropy_aggregation" not in {g.field for g in trl_mapping(same).unsupported}  # same number, or no bonus
 
 
 def test_overlong_filter_with_a_sequence_mean_is_a_difference():

@@ -23,7 +23,7 @@ LENGTHS = [5, 3, 1, 4, 2, 5]  # valid tokens per row, right-padded
 TINY = dict(prompts_per_step=P, num_generations=G, max_new_tokens=8, warmup_steps=0)
 NO_CKPT = {"gradient_checkpointing": False}
 LOSS_FIELDS = {"loss", "aggregation", "eps_low", "eps_high", "dual_clip_c", "cispo_cap", "beta", "kl_estimator",
-               "kl_in_reward", "critic", "entropy_coef"}
+               "kl_in_reward", "critic", "entropy_coef", "entropy_aggregation", "top_entropy_quantile"}
 
 
 def fake_batch(*, noise: float, seed: int = 0, rows_masked=()):
@@ -51,7 +51,7 @@ def rlnb_loss(recipe, t):
     B = P * G
     batch = Batch(["p"] * B, ["a"] * B, torch.arange(B) // G, G, prompt_ids=t["prompt_ids"],
                   prompt_mask=t["prompt_mask"], completion_ids=t["ids"], mask=t["mask"].double(), old_logp=t["old"],
-                  ref_logp=t["ref"], adv=t["adv"], keep=torch.ones(B, dtype=torch.bool))
+                  ref_logp=t["ref"], adv=t["adv"], keep=torch.ones(B, dtype=torch.bool), rollout_logp=t.get("mu"))
     saved = update_mod.completion_logprobs
     update_mod.completion_logprobs = lambda *a, **k: PolicyOut(logp, ent, None, None, None)
     try:
@@ -75,6 +75,11 @@ def trl_loss(recipe, t, *, num_items=None):
               "completion_mask": t["mask"], "advantages": t["adv"], "old_per_token_logps": t["old"],
               "ref_per_token_logps": t["ref"],
               "num_items_in_batch": t["mask"].sum() if num_items is None else torch.tensor(num_items)}
+    if "mu" in t:  # the sampler's own log-probs (vLLM's in TRL) and TRL's IS ratio made from them
+        inputs["sampling_per_token_logps"] = t["mu"]
+    if "is_ratio" in t:
+        inputs["importance_sampling_ratio"] = t["is_ratio"]
+        trainer.use_vllm = True                                      # TRL applies the ratio only with vLLM
     loss = trainer._compute_loss(trainer.model, inputs)
     loss.backward()
     return loss.detach(), logp.grad, ent.grad
@@ -87,6 +92,13 @@ CASES = {  # recipe, and how far the policy moved from the rollout (GSPO's clip 
     "dr_grpo": (rlnb.recipes.get("dr_grpo", **TINY), 0.3),
     "dapo": (rlnb.recipes.get("dapo", **TINY), 0.3),
     "dapo entropy bonus": (rlnb.recipes.get("dapo", entropy_coef=0.01, **TINY), 0.3),
+    # TRL's bonus is a token mean over the pushed tokens for every loss type (rlnb's default rule)
+    "grpo entropy bonus": (rlnb.recipes.get("grpo", entropy_coef=0.05, **TINY), 0.3),
+    "grpo entropy bonus, top-entropy mask": (rlnb.recipes.get("grpo", entropy_coef=0.05, top_entropy_quantile=0.4,
+                                                              **TINY), 0.3),
+    "dapo entropy bonus, top-entropy mask": (rlnb.recipes.get("dapo", entropy_coef=0.05, top_entropy_quantile=0.5,
+                                                              **TINY), 0.3),
+    "dr_grpo entropy bonus": (rlnb.recipes.get("dr_grpo", entropy_coef=0.05, **TINY), 0.3),
     "cispo": (rlnb.recipes.get("cispo", num_mini_batches=1, eps_high=0.2, **TINY), 0.3),
     "cispo abs. cap": (rlnb.recipes.get("cispo", num_mini_batches=1, cispo_cap=1.1, **TINY), 0.3),
     "gspo": (rlnb.recipes.get("gspo", **TINY), 1e-3),
@@ -225,3 +237,12 @@ def test_loss_and_gradient_equal_trl_through_a_real_forward():
     torch.testing.assert_close(grads[0][0], grads[1][0], rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(grads[0][1], grads[1][1], rtol=1e-4, atol=1e-6)
     assert grads[0][1].abs().sum() > 0
+
+
+def test_verls_entropy_rule_is_listed_and_differs_from_trl():
+    """entropy_aggregation='loss-aggregation' (verl) under seq-mean-token-mean: listed, and TRL's number differs."""
+    recipe = rlnb.recipes.get("grpo", entropy_coef=0.05, entropy_aggregation="loss-aggregation", **TINY)
+    assert "entropy_aggregation" in {g.field for g in trl_mapping(recipe).unsupported}
+    t = fake_batch(noise=0.3)
+    ours, trls = rlnb_loss(recipe, t), trl_loss(recipe, t)
+    assert not torch.allclose(ours[2], trls[2])                      # d loss / d entropy: per row vs per token

@@ -24,7 +24,8 @@ TINY = dict(prompts_per_step=3, num_generations=3, max_new_tokens=7, entropy_coe
 def sampled(loss: str):
     """A fp64 trainer for ``loss`` and one rewarded, advantaged batch, old log-probs moved so the ratio clips."""
     topk = {"topk_logprobs": 4} if "topk_logp" in extra_inputs(POLICY_LOSSES[loss]) else {}  # DPPO top-K
-    t = rlnb.Trainer.tiny("grpo", task="add", loss=loss, **topk, **TINY)
+    required = {"dro_beta": 1.0} if loss == "dro" else {}                         # no default, as in verl
+    t = rlnb.Trainer.tiny("grpo", task="add", loss=loss, **topk, **required, **TINY)
     t.model.double()
     batch = t.advantager.step(t.rollout())
     gen = torch.Generator().manual_seed(3)

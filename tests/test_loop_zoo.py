@@ -95,7 +95,8 @@ NEW = [("advantage", n) for n in ("reinforce_plus_plus", "reinforce_plus_plus_ba
     + [("loss", n) for n in ("clip_cov", "kl_cov", "geo_mean")] + [("aggregation", "token-sum")] \
     + [("kl_estimator", "abs")] \
     + [("advantage", n) for n in ("gdpo", "gpg", "optimal_token_baseline", "tir_optimal_token_baseline")] \
-    + [("loss", "dro"), ("kl_estimator", "k1+"), ("kl_estimator", "abs+")]
+    + [("loss", "dro"), ("kl_estimator", "k1+"), ("kl_estimator", "abs+"), ("loss", "vespo")]
+NO_DEFAULT = {"dro": {"dro_beta": 1.0}}  # a knob without a default (as in verl) is set
 REGISTRY = {"advantage": ADVANTAGES, "loss": POLICY_LOSSES, "aggregation": AGGREGATIONS, "kl_estimator": KL_ESTIMATORS}
 
 
@@ -103,7 +104,7 @@ REGISTRY = {"advantage": ADVANTAGES, "loss": POLICY_LOSSES, "aggregation": AGGRE
 def test_each_new_entry_is_chosen_by_a_recipe_and_trains_two_steps(field, name):
     extra = {"beta": 0.05} if field == "kl_estimator" else {}
     t = rlnb.Trainer.tiny("grpo", task="countdown", format_weight=0.5, num_iterations=2, num_mini_batches=2,
-                          **{field: name}, **extra, **TINY)
+                          **{field: name}, **extra, **NO_DEFAULT.get(name, {}), **TINY)
     bound = {"advantage": t.advantager.estimator, "loss": t.updater.loss_fn, "aggregation": t.updater.agg_fn,
              "kl_estimator": t.updater.kl_fn}[field]
     assert bound.func is REGISTRY[field][name]

@@ -223,7 +223,8 @@ GENERATED = (
     + [_adv_extra_row(n, f, x, *bad) for n, f in sorted(ADVANTAGES.items()) for x in extra_inputs(f)
        for bad in ADV_EXTRA_BAD if n not in PER_ENTRY_EXTRAS]
     + [_token_extra_row(n, ADVANTAGES[n], x, *bad) for n in ("optimal_token_baseline", "tir_optimal_token_baseline")
-       for x in extra_inputs(ADVANTAGES[n]) for bad in TOKEN_EXTRA_BAD]
+       for x in extra_inputs(ADVANTAGES[n]) for bad in TOKEN_EXTRA_BAD
+       if not (x == "rollout_is_weights" and bad[0] == "missing")]  # optional: None = no IS weights (verl)
     + [_gdpo_row(*bad) for bad in GDPO_BAD]
     + [_agg_row(n, f, *bad) for n, f in sorted(AGGREGATIONS.items()) for bad in AGG_BAD]
     + [(f"KL {n}: {what}", (lambda entry, mk: lambda c: entry(*mk()))(f, make), err, msg)

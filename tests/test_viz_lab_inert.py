@@ -60,9 +60,13 @@ def test_a_loss_that_reads_another_policys_logp_keeps_the_clip_ranges_enabled_at
         return logp
     off_policy.extra_inputs = ("rollout_logp",)
     monkeypatch.setitem(resolve.POLICY_LOSSES, "off_policy_stand_in", off_policy)
-    recipe = SimpleNamespace(num_iterations=1, num_mini_batches=1, loss="off_policy_stand_in")
+    recipe = SimpleNamespace(num_iterations=1, num_mini_batches=1, loss="off_policy_stand_in",
+                             bypass_mode=False)
     assert resolve.ratio_can_leave_one(recipe)                      # the rollout's log-probs differ from the policy's
-    assert not resolve.ratio_can_leave_one(SimpleNamespace(num_iterations=1, num_mini_batches=1, loss="ppo_clip"))
+    assert not resolve.ratio_can_leave_one(SimpleNamespace(num_iterations=1, num_mini_batches=1, loss="ppo_clip",
+                                                           bypass_mode=False))
+    assert resolve.ratio_can_leave_one(SimpleNamespace(num_iterations=1, num_mini_batches=1, loss="ppo_clip",
+                                                       bypass_mode=True))  # pi_old := mu
 
 
 def test_raising_mu_while_the_lab_plays_makes_the_clip_fire_on_each_side_within_a_few_steps():

@@ -61,9 +61,18 @@ def _whiten(x: torch.Tensor, mask) -> torch.Tensor:
     return (x - mean) * torch.rsqrt(var + 1e-8)
 
 
+def _part_advantage(part: torch.Tensor, group_size: int, *, unbiased: bool, eps: float,
+                    singleton_zero: bool) -> torch.Tensor:
+    """One reward part's group-normalised advantage (B,) -> (B,): ``grpo``, except for singleton groups,
+    where verl's GRPO takes mean 0 and std 1 (A = r / (1 + eps)) unless ``singleton_zero``."""
+    if group_size == 1 and not singleton_zero:
+        return part / (1 + eps)
+    return grpo(part.contiguous(), group_size, unbiased=unbiased, eps=eps)
+
+
 @ADVANTAGES.register("gdpo")
 def gdpo(rewards: torch.Tensor, group_size: int, reward_parts=None, reward_weights=None, mask=None, *,
-         unbiased: bool = True, eps: float = 1e-6) -> torch.Tensor:
+         unbiased: bool = True, eps: float = 1e-6, singleton_zero: bool = False) -> torch.Tensor:
     """GDPO (Group reward-Decoupled normalisation Policy Optimization, arXiv 2601.05242; verl 0.9.1's
     ``compute_gdpo_outcome_advantage``):
 
@@ -75,7 +84,10 @@ def gdpo(rewards: torch.Tensor, group_size: int, reward_parts=None, reward_weigh
 
     Shapes: rewards (B,), each reward_parts[k] (B,), reward_weights (K,) or (B, K), mask (B, T) -> (B,). ``rewards``
     is only checked (the parts carry the signal). ``unbiased``, ``eps`` are GRPO's knobs; a part that is
-    constant within a group contributes 0 there, and a singleton group (G = 1) gets 0 (``grpo``'s rule).
+    constant within a group contributes 0 there. A singleton group (G = 1) follows verl 0.9.1: its GRPO uses
+    mean 0 and std 1, so each part enters as r_k / (1 + eps) and the batch whitening does the rest (rewards
+    [1, 0, 0, 0] with G = 1 give about [1.5, -.5, -.5, -.5]); ``singleton_zero=True`` gives 0 instead
+    (rlnb's rule for group estimators: no group, no signal).
     The batch whitening follows verl: over the batch's valid tokens (``mask``, which the Trainer passes),
     so a completion counts once per token; without ``mask``, once per completion. Where verl differs:
     verl reads the parts named in ``gdpo_reward_keys`` with
@@ -94,7 +106,8 @@ def gdpo(rewards: torch.Tensor, group_size: int, reward_parts=None, reward_weigh
     """
     r = _groups(rewards, group_size).reshape(-1)                      # (B,) checked
     parts, w = _parts_matrix(r, reward_parts, reward_weights)          # (B, K), (B, K)
-    per_part = torch.stack([grpo(parts[:, k].contiguous(), group_size, unbiased=unbiased, eps=eps)
+    per_part = torch.stack([_part_advantage(parts[:, k], group_size, unbiased=unbiased, eps=eps,
+                                            singleton_zero=singleton_zero)
                             for k in range(parts.shape[1])], dim=1)    # (B, K)
     return _whiten((w * per_part).sum(dim=1), mask)                    # (B,)
 
@@ -106,40 +119,42 @@ gdpo.probe_inputs = lambda rewards: {"reward_parts": {"probe": torch.ones_like(r
 
 
 @ADVANTAGES.register("gpg")
-def gpg(rewards: torch.Tensor, group_size: int, *, gpg_alpha_nonzero: bool = False) -> torch.Tensor:
+def gpg(rewards: torch.Tensor, group_size: int, *, gpg_alpha_nonzero: bool = True,
+        singleton_zero: bool = False) -> torch.Tensor:
     """GPG (Group Policy Gradient, Chu et al., arXiv 2504.02546; verl 0.9.1's ``compute_gpg_outcome_advantage``):
 
-    A_i = alpha (r_i - mean_G r) / F_norm,   alpha = B / (B - M),   F_norm = 1.
+    A_i = alpha (r_i - mean_G r) / F_norm,   F_norm = 1,
+    alpha = B / count_nonzero(r)   (verl 0.9.1, the default)   or   B / (B - M)   (the paper).
 
     M counts the rows of groups whose rewards are all equal: they have A = 0 and no gradient, yet a
     token- or sequence-mean over the batch still divides by them, which shrinks the gradient as more
-    groups saturate. alpha = B / (B - M) undoes that shrinkage, so the update has the size it would
-    have on the informative rows alone. No std (F_norm = 1, the paper's best setting; verl fixes it).
-    The paper pairs it with plain REINFORCE (verl's ``gpg`` loss is rlnb's ``pg``), no KL, no clip.
+    groups saturate. The paper's alpha = B / (B - M) undoes that shrinkage (``gpg_alpha_nonzero=False``).
+    verl counts the rows with a *nonzero reward* instead (with 0/1 rewards: the correct rows), which is
+    what runs by default. No std (F_norm = 1, the paper's best setting; verl fixes it). The paper pairs
+    it with plain REINFORCE (verl's ``gpg`` loss is rlnb's ``pg``), no KL, no clip.
 
-    Conventions where verl differs: verl 0.9.1 counts alpha's denominator as the rows with a *nonzero
-    reward*, B / count_nonzero(r); ``gpg_alpha_nonzero=True`` does that (with 0/1 rewards it is the
-    number of correct rows, which differs from B - M). Singleton groups (G = 1) get A = 0 (the rule of
-    every group estimator here; verl, mean 0 there, gives alpha r). With no informative row alpha's
-    denominator is clamped to 1 (all A are 0 anyway).
+    Singleton groups (G = 1): verl takes the group mean as 0, so A = alpha r (the default);
+    ``singleton_zero=True`` gives 0 (rlnb's rule for group estimators); the paper's M then counts the
+    singletons with r = 0. With no row to count, alpha's denominator is clamped to 1.
 
-    Groups [1, 0, 0, 0] and [1, 1, 1, 1]: B = 8, M = 4, alpha = 2: A = 2 (r - mean) = 1.5, -0.5 and 0.
-    verl's count: 5 nonzero rewards, alpha = 8 / 5 = 1.6.
+    Groups [1, 0, 0, 0 | 1, 1, 1, 1 | 1, 0, 1, 0 | 0, 0, 0, 0]: B = 16, 7 nonzero rewards, alpha = 16/7 and
+    row 0 gets 16/7 * 0.75 = 1.7143; the paper's M = 8, alpha = 2, row 0 gets 1.5.
 
-    >>> r = torch.tensor([1., 0., 0., 0., 1., 1., 1., 1.])
-    >>> gpg(r, 4)
-    tensor([ 1.5000, -0.5000, -0.5000, -0.5000,  0.0000,  0.0000,  0.0000,  0.0000])
-    >>> gpg(r, 4, gpg_alpha_nonzero=True)
-    tensor([ 1.2000, -0.4000, -0.4000, -0.4000,  0.0000,  0.0000,  0.0000,  0.0000])
+    >>> r = torch.tensor([1., 0., 0., 0., 1., 1., 1., 1., 1., 0., 1., 0., 0., 0., 0., 0.])
+    >>> gpg(r, 4)[[0, 1, 8]], gpg(r, 4, gpg_alpha_nonzero=False)[[0, 1, 8]]
+    (tensor([ 1.7143, -0.5714,  1.1429]), tensor([ 1.5000, -0.5000,  1.0000]))
+    >>> gpg(torch.tensor([1., 0., 3.]), 1)  # G = 1: alpha = 3 / 2, A = alpha r
+    tensor([1.5000, 0.0000, 4.5000])
     """
     g = _groups(rewards, group_size)                                   # (P, G)
-    if group_size == 1:
+    if group_size == 1 and singleton_zero:
         return torch.zeros_like(g).reshape(-1)
-    centred = g - g.mean(dim=1, keepdim=True)                          # (P, G)
+    mean = g.mean(dim=1, keepdim=True) if group_size > 1 else torch.zeros_like(g)  # (P, 1) verl: 0 for G = 1
     if gpg_alpha_nonzero:
         n = torch.count_nonzero(g)
     else:
-        spread = g.amax(dim=1) != g.amin(dim=1)                        # (P,) groups with a gradient
+        # (P,) groups with a gradient; a singleton (mean 0) has one when its reward is nonzero
+        spread = g.amax(dim=1) != g.amin(dim=1) if group_size > 1 else g[:, 0] != 0
         n = spread.sum() * group_size                                  # B - M
     alpha = g.numel() / n.clamp(min=1)
-    return (alpha * centred).reshape(-1)
+    return (alpha * (g - mean)).reshape(-1)

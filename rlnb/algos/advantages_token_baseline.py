@@ -83,12 +83,16 @@ def _expand(xc: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
 
 
 def _group_baseline(ret: torch.Tensor, W: torch.Tensor, m: torch.Tensor, G: int, *, eps: float,
-                    handle_zero_tail: bool) -> torch.Tensor:
-    """B_t per group and position, (B, T) -> (B, T); see the module docstring."""
+                    handle_zero_tail: bool, drop_empty: bool = False) -> torch.Tensor:
+    """B_t per group and position, (B, T) -> (B, T); see the module docstring. ``drop_empty``: rows with no
+    valid token leave their group (verl's multi-turn estimator), so a group left with one row has no baseline."""
     if G == 1:  # no other sample: no baseline, A = G_t (verl)
         return torch.zeros_like(ret)
     R, Wm, M = (x.view(-1, G, x.shape[-1]) for x in (ret, W * m, m))  # (P, G, T)
     b = ((R * Wm).sum(1) / (Wm.sum(1) + eps))[:, None, :].expand_as(R).clone()  # (P, G, T)
+    if drop_empty:
+        alone = (M.sum(-1) > 0).sum(1) == 1                            # (P,) one non-empty row left
+        b = b.masked_fill(alone[:, None, None], 0.0)
     if handle_zero_tail:
         # Past the second-longest completion the longest is alone: its own return would be its baseline
         # and its advantage 0 there. verl gives that tail no baseline instead (A = G_t).
@@ -101,19 +105,21 @@ def _group_baseline(ret: torch.Tensor, W: torch.Tensor, m: torch.Tensor, G: int,
     return b.reshape(ret.shape)
 
 
-def _optimal_token_baseline(rewards, group_size, old_logp, sum_pi_sq, mask, *, compact: bool, entry: str,
-                            handle_zero_tail: bool, eps: float) -> torch.Tensor:
+def _optimal_token_baseline(rewards, group_size, old_logp, sum_pi_sq, mask, is_weights=None, *, compact: bool,
+                            entry: str, handle_zero_tail: bool, eps: float) -> torch.Tensor:
     r = _groups(rewards, group_size).reshape(-1)                       # (B,)
     lp = _token_input("old_logp", old_logp, r, entry)                 # (B, T)
     s2 = _token_input("sum_pi_squared", sum_pi_sq, r, entry, lp)
     m = _token_input("mask", mask, r, entry, lp)
     check_mask(m)
     w = (1 - 2 * lp.exp() + s2) * m                                    # (B, T) ||d log pi(o_t) / d logits||^2
+    if is_weights is not None:  # truncated IS weights rho_bar: the MSE-optimal weight under IS is rho_bar^2 w_t
+        w = w * _token_input("rollout_is_weights", is_weights, r, entry, lp) ** 2
     W = w.cumsum(-1)                                                   # (B, T) path variance up to t
     ret = r[:, None] * m                                               # (B, T) reward-to-go of an outcome reward
     if compact:
         (Wc, mc), (retc, _) = _compact(W, m), _compact(ret, m)
-        b = _group_baseline(retc, Wc, mc, group_size, eps=eps, handle_zero_tail=handle_zero_tail)
+        b = _group_baseline(retc, Wc, mc, group_size, eps=eps, handle_zero_tail=handle_zero_tail, drop_empty=True)
         return _expand((retc - b) * mc, m)
     b = _group_baseline(ret, W, m, group_size, eps=eps, handle_zero_tail=handle_zero_tail)
     return torch.where(m > 0, ret - b, torch.zeros_like(ret))          # exact 0 (not -0) on padding
@@ -121,7 +127,7 @@ def _optimal_token_baseline(rewards, group_size, old_logp, sum_pi_sq, mask, *, c
 
 @ADVANTAGES.register("optimal_token_baseline")
 def optimal_token_baseline(rewards: torch.Tensor, group_size: int, old_logp=None, sum_pi_squared=None, mask=None,
-                           *, handle_zero_tail: bool = True, eps: float = 1e-8) -> torch.Tensor:
+                           rollout_is_weights=None, *, handle_zero_tail: bool = True, eps: float = 1e-8) -> torch.Tensor:
     """Optimal token baseline (OTB; verl 0.9.1's ``compute_optimal_token_baseline_advantage``; the optimal
     baseline of Weaver and Tao 2001, arXiv 1301.2315, taken per token with the logit score norm):
 
@@ -133,8 +139,9 @@ def optimal_token_baseline(rewards: torch.Tensor, group_size: int, old_logp=None
     where one completion is strictly the longest of its group, its tokens past the second-longest get
     no baseline (A = r) instead of their own return (A = 0). ``eps`` is the shared knob, 1e-8 here as in
     verl. Conventions: a singleton group (G = 1) has no baseline, A = r (verl's rule; the group entries in
-    ``advantages`` give 0); verl's optional rollout IS weights (rho^2 on w_t) are not used: here the
-    trainer samples, so rho = 1.
+    ``advantages`` give 0). ``rollout_is_weights`` (B, T), verl's optional truncated rollout IS weights
+    rho_bar, scale the path weights to rho_bar^2 w_t; the Advantager passes the recipe's rollout correction's
+    ``is_weight`` when it has one, else None (rho = 1).
 
     Group of two, pi_old(o_t) = 1/2 and sum pi^2 = 1/2 at every token (w_t = 1/2); rewards 0 (2 tokens)
     and 1 (3 tokens): W = [.5, 1] and [.5, 1, 1.5], so B = .5 at t = 0, 1; at t = 2 the long row is alone
@@ -153,20 +160,23 @@ def optimal_token_baseline(rewards: torch.Tensor, group_size: int, old_logp=None
     tensor([[ 0.9615],
             [-0.0385]])
     """
-    return _optimal_token_baseline(rewards, group_size, old_logp, sum_pi_squared, mask, compact=False,
+    return _optimal_token_baseline(rewards, group_size, old_logp, sum_pi_squared, mask, rollout_is_weights, compact=False,
                                    entry="optimal_token_baseline", handle_zero_tail=handle_zero_tail, eps=eps)
 
 
 @ADVANTAGES.register("tir_optimal_token_baseline")
 def tir_optimal_token_baseline(rewards: torch.Tensor, group_size: int, old_logp=None, sum_pi_squared=None,
-                               mask=None, *, handle_zero_tail: bool = True, eps: float = 1e-8) -> torch.Tensor:
+                               mask=None, rollout_is_weights=None, *, handle_zero_tail: bool = True, eps: float = 1e-8) -> torch.Tensor:
     """Optimal token baseline for tool-integrated (multi-turn) rollouts (verl 0.9.1's
     ``compute_multi_turn_optimal_token_baseline_advantage``; Weaver and Tao 2001, arXiv 1301.2315):
     ``optimal_token_baseline`` with positions aligned by each row's k-th *valid* token instead of its t-th
     token, so tool-output tokens (mask 0 inside the completion) do not shift the comparison.
 
     Shapes, knobs and conventions as ``optimal_token_baseline``; on right-padded masks (every completion
-    rlnb's Sampler writes) the two are identical. With a hole at t = 1 in the short row (a tool
+    rlnb's Sampler writes) the two are identical. One more rule, verl's: a row with no valid token leaves
+    its group, so a group with one non-empty row is a singleton (no baseline, A = r) whatever
+    ``handle_zero_tail`` says (lengths [0, 5, 0, 0], rewards [1, .5, 0, 1]: the long row gets A = 0.5, not
+    about 0 as its own return would give). With a hole at t = 1 in the short row (a tool
     output), its two valid tokens line up with the long row's first two: the same advantages as the
     first example of ``optimal_token_baseline``, spread back to positions 0 and 2.
 
@@ -175,7 +185,7 @@ def tir_optimal_token_baseline(rewards: torch.Tensor, group_size: int, old_logp=
     tensor([[-0.5000,  0.0000, -0.5000],
             [ 0.5000,  0.5000,  1.0000]])
     """
-    return _optimal_token_baseline(rewards, group_size, old_logp, sum_pi_squared, mask, compact=True,
+    return _optimal_token_baseline(rewards, group_size, old_logp, sum_pi_squared, mask, rollout_is_weights, compact=True,
                                    entry="tir_optimal_token_baseline", handle_zero_tail=handle_zero_tail, eps=eps)
 
 
@@ -186,5 +196,5 @@ def _probe_inputs(rewards: torch.Tensor) -> dict:
 
 
 for _fn in (optimal_token_baseline, tir_optimal_token_baseline):
-    _fn.extra_inputs = ("old_logp", "sum_pi_squared", "mask")
+    _fn.extra_inputs = ("old_logp", "sum_pi_squared", "mask", "rollout_is_weights")
     _fn.probe_inputs = _probe_inputs

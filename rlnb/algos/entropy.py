@@ -1,5 +1,5 @@
-"""Entropy regularisation: a fixed bonus, a thermostat that adapts its coefficient, and the
-top-entropy token mask.
+"""Entropy regularisation: a fixed bonus (``ENTROPY_BONUSES``: how the per-token entropies become one
+number, TRL's or verl's way), a thermostat that adapts its coefficient, and the top-entropy token mask.
 
 Per-token entropy H_t = logsumexp(z) - sum softmax(z) z comes from ``rlnb.logprobs.token_logprobs(...,
 entropy=True)``. A *bonus* is subtracted from the loss, so minimising the loss raises entropy.
@@ -13,24 +13,69 @@ from collections.abc import Callable
 import torch
 
 from rlnb.algos.aggregation import token_mean
+from rlnb.algos.registry import Registry
 from rlnb.core.checks import check_number
 
+ENTROPY_BONUSES = Registry("entropy bonus")
 
-def entropy_bonus(entropy: torch.Tensor, mask: torch.Tensor,
-                  aggregate: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = token_mean, *,
-                  entropy_coef: float = 0.0) -> torch.Tensor:
-    """The loss term -entropy_coef * agg(H): add it to the policy loss.
 
-    entropy, mask (B, T) -> scalar. ``aggregate`` is any aggregation (pass a bound one when it needs
-    ``group_size`` or ``max_new_tokens``); token-mean by default. ``entropy_coef = 0`` gives exactly 0.
+@ENTROPY_BONUSES.register("pushed-token-mean")
+def pushed_token_mean(entropy: torch.Tensor, mask: torch.Tensor, pushed: torch.Tensor | None = None,
+                      aggregate: Callable | None = None) -> torch.Tensor:
+    """TRL 1.16's entropy bonus (the entropy regulariser of A3C, arXiv 1602.01783): H_bar = sum(H m E) / sum(m E),
+    a token mean over the tokens the policy gradient reaches (E: ``top_entropy_mask``, Beyond the 80/20 rule,
+    arXiv 2506.01939; all valid tokens when None), whatever the loss's aggregation.
+
+    entropy, mask, pushed (B, T) -> scalar; ``aggregate`` is ignored (the same signature as
+    ``loss_aggregation``). H = [[.1, .9], [.5, .3]] and E = [[0, 1], [1, 0]]: (0.9 + 0.5) / 2 = 0.7.
+
+    >>> H, m = torch.tensor([[.1, .9], [.5, .3]]), torch.ones(2, 2)
+    >>> pushed_token_mean(H, m, torch.tensor([[0., 1.], [1., 0.]])), pushed_token_mean(H, m)
+    (tensor(0.7000), tensor(0.4500))
+    """
+    w = mask if pushed is None else mask * pushed.to(mask.dtype)      # (B, T) tokens the bonus acts on
+    return (entropy * w).sum() / w.sum().clamp(min=1)
+
+
+@ENTROPY_BONUSES.register("loss-aggregation")
+def loss_aggregation(entropy: torch.Tensor, mask: torch.Tensor, pushed: torch.Tensor | None = None,
+                     aggregate: Callable | None = None) -> torch.Tensor:
+    """verl 0.9.1's entropy bonus (A3C's regulariser, arXiv 1602.01783): H_bar = agg(H, m) with the policy
+    loss's own aggregation (``aggregate``,
+    token-mean when None) over every valid token; ``pushed`` is ignored (verl has no top-entropy mask).
+
+    Lengths 3 and 1, H = [[.2, .4, .6], [.6, 0, 0]] under seq-mean-token-mean: (0.4 + 0.6) / 2 = 0.5,
+    where the token mean (TRL) is 1.8 / 4 = 0.45.
+
+    >>> from rlnb.algos.aggregation import seq_mean_token_mean
+    >>> H, m = torch.tensor([[.2, .4, .6], [.6, 0, 0]]), torch.tensor([[1., 1, 1], [1, 0, 0]])
+    >>> loss_aggregation(H, m, None, seq_mean_token_mean), pushed_token_mean(H, m)
+    (tensor(0.5000), tensor(0.4500))
+    """
+    return (aggregate or token_mean)(entropy, mask)
+
+
+def entropy_bonus(entropy: torch.Tensor, mask: torch.Tensor, aggregate: Callable | None = None,
+                  pushed: torch.Tensor | None = None, *, entropy_coef: float = 0.0,
+                  rule: Callable = pushed_token_mean) -> torch.Tensor:
+    """The loss term -entropy_coef * H_bar: add it to the policy loss.
+
+    entropy, mask, pushed (B, T) -> scalar. ``rule`` is an ``ENTROPY_BONUSES`` entry: TRL 1.16's token mean
+    over the pushed tokens by default (``pushed_token_mean``), or verl 0.9.1's ``loss_aggregation`` with the
+    loss's ``aggregate`` (pass a bound one when it needs ``group_size`` or ``max_new_tokens``).
+    ``entropy_coef = 0`` gives exactly 0.
 
     >>> entropy_bonus(torch.tensor([[1.0, 3.0]]), torch.ones(1, 2), entropy_coef=0.01)
     tensor(-0.0200)
     """
     check_number("entropy_coef", entropy_coef)
-    if not callable(aggregate):
+    if aggregate is not None and not callable(aggregate):
         raise TypeError(f"aggregate: expected an aggregation fn(loss, mask), got {aggregate!r}")
-    return -entropy_coef * aggregate(entropy, mask)
+    if not callable(rule):
+        raise TypeError(f"rule: expected an ENTROPY_BONUSES entry fn(entropy, mask, pushed, aggregate), got {rule!r}")
+    if pushed is not None and pushed.shape != mask.shape:
+        raise ValueError(f"pushed: expected shape {tuple(mask.shape)} like mask, got {tuple(pushed.shape)}")
+    return -entropy_coef * rule(entropy, mask, pushed, aggregate)
 
 
 def top_entropy_mask(entropy: torch.Tensor, mask: torch.Tensor, *, top_entropy_quantile: float = 1.0) -> torch.Tensor:

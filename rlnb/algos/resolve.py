@@ -19,19 +19,21 @@ import torch
 
 from rlnb.algos.advantages import ADVANTAGES, gae
 from rlnb.algos.aggregation import AGGREGATIONS
+from rlnb.algos.entropy import ENTROPY_BONUSES
 from rlnb.algos.filters import FILTERS
 from rlnb.algos.kl import KL_ESTIMATORS
 from rlnb.algos.losses import POLICY_LOSSES
 from rlnb.algos.registry import bind, extra_inputs, knob_names
+from rlnb.algos.rollout_correction import ROLLOUT_CORRECTIONS
 from rlnb.core.checks import unknown_name
 from rlnb.core.knobs import UNSET, check_value, declared
 
 # Recipe field -> the registry its value names an entry of (every family module is loaded by rlnb.algos)
 ENTRY_FIELDS = {"advantage": ADVANTAGES, "loss": POLICY_LOSSES, "aggregation": AGGREGATIONS,
-                "kl_estimator": KL_ESTIMATORS, "filters": FILTERS}
+                "kl_estimator": KL_ESTIMATORS, "filters": FILTERS, "rollout_correction": ROLLOUT_CORRECTIONS}
 # stage kind -> the Recipe field choosing its entries (the keys Trainer.hyperparameters() returns first)
 STAGES = {"advantage": "advantage", "loss": "loss", "aggregation": "aggregation", "kl": "kl_estimator",
-          "filters": "filters"}
+          "filters": "filters", "correction": "rollout_correction"}
 
 
 def entries(recipe, field: str) -> list:
@@ -137,12 +139,15 @@ def check_recipe(recipe) -> None:
 
 def _check_names(r) -> None:
     for arg, reg in (("advantage", ADVANTAGES), ("loss", POLICY_LOSSES), ("aggregation", AGGREGATIONS),
-                     ("kl_estimator", KL_ESTIMATORS)):
+                     ("kl_estimator", KL_ESTIMATORS), ("entropy_aggregation", ENTROPY_BONUSES)):
         if getattr(r, arg) not in reg:
             raise unknown_name(arg, getattr(r, arg), reg, reg.kind)
-    for i, name in enumerate(r.filters):
-        if name not in FILTERS:
-            raise unknown_name(f"filters[{i}]", name, FILTERS, FILTERS.kind)
+    for field, reg in (("filters", FILTERS), ("rollout_correction", ROLLOUT_CORRECTIONS)):
+        for i, name in enumerate(getattr(r, field)):
+            if name not in reg:
+                raise unknown_name(f"{field}[{i}]", name, reg, reg.kind)
+    for name in r.rollout_correction:  # a knob without a default (a threshold) raises now, naming it
+        probe_correction(bind(ROLLOUT_CORRECTIONS[name], r))
     if r.num_generations < 2 and not r.critic and needs_groups(bind(ADVANTAGES[r.advantage], r)):
         raise ValueError(f"num_generations: the advantage estimator {r.advantage!r} compares completions "
                          f"within a group, so it needs G >= 2 (with G=1 every advantage is 0), got {r.num_generations}")
@@ -179,6 +184,13 @@ def probe_inputs(estimator, rewards: torch.Tensor) -> dict:
     return make(rewards) if make is not None else {name: torch.ones_like(rewards) for name in extra_inputs(estimator)}
 
 
+def probe_correction(fn) -> None:
+    """Call a bound rollout correction once on a tiny batch, so a missing or bad knob raises its own
+    ValueError when the recipe is made."""
+    logp = torch.tensor([[-1.0, -2.0]])
+    fn(logp, logp, logp, torch.tensor([1.0]), torch.ones_like(logp))
+
+
 def probe_loss(loss_fn) -> None:
     """Call a bound loss once on a tiny on-policy batch, so settings it rejects together (Clip-Cov's
     ``clip_cov_lb`` >= ``clip_cov_ub``) raise its own ValueError when the recipe is made."""
@@ -208,8 +220,8 @@ RATIO_IS_ONE = "ratio is 1 with one update per batch: raise mu (num_iterations) 
 def ratio_can_leave_one(recipe) -> bool:
     """Whether the policy ratio can differ from 1 in the loss: the batch is reused (mu > 1 or several
     mini-batches), or the loss reads log-probs of another policy than the one it differentiates."""
-    if recipe.num_iterations > 1 or recipe.num_mini_batches > 1:
-        return True
+    if recipe.num_iterations > 1 or recipe.num_mini_batches > 1 or recipe.bypass_mode:
+        return True  # bypass mode: pi_old is the sampler's mu, so the ratio carries the mismatch
     return any(name in OFF_POLICY_INPUTS for name in extra_inputs(POLICY_LOSSES[recipe.loss]))
 
 

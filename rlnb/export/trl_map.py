@@ -40,7 +40,10 @@ LOSS_TYPES = {
     ("gspo", "seq-mean-token-mean"): ("grpo", "sequence"),
     ("gspo", "seq-mean-token-sum"): ("luspo", "sequence"),
     ("sapo", "seq-mean-token-mean"): ("sapo", "token"),
+    ("vespo", "token-mean"): ("vespo", "token"),
 }
+# rlnb rollout correction -> TRL vllm_importance_sampling_mode (TRL applies it only when it samples with vLLM)
+IS_MODES = {"token_truncate", "token_mask", "sequence_truncate", "sequence_mask"}
 SEQ_MEAN_LOSS_TYPES = {"grpo", "dr_grpo", "luspo", "sapo"}  # divide by all rows, masked ones included
 
 CRITIC_FIELDS = ("gamma", "lam", "whiten_advantages", "vf_coef", "cliprange_value")
@@ -81,10 +84,12 @@ class TRLMapping:
 # Knobs with a TRL name whose value needs a rule below; every other knob with a TRL name is copied as is.
 CONVERTED = {"format_weight", "advantage", "loss", "aggregation", "eps_low", "eps_high", "dual_clip_c",
              "cispo_cap", "tau_pos", "tau_neg", "beta", "entropy_target", "entropy_coef_delta",
-             "entropy_coef_max", "num_mini_batches"}
+             "entropy_coef_max", "num_mini_batches", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg",
+             "vespo_lambda_neg", "rollout_is_min", "rollout_is_max", "off_policy_mask_threshold"}
 # Knobs without a TRL name whose gap needs a rule below (every other one is a gap when not at its "off")
 RULED = {"name", "paper", "prompts_per_step", "filters", "overlong_buffer", "unbiased", "eps", "batch_std_centred",
-         "dppo_delta", "dppo_cap", "kl_estimator", "kl_horizon", "critic", *CRITIC_FIELDS}
+         "dppo_delta", "dppo_cap", "kl_estimator", "kl_horizon", "critic", "entropy_aggregation", "rollout_correction",
+         *CRITIC_FIELDS}
 
 
 def _direct(r: Recipe, m: TRLMapping) -> None:
@@ -167,7 +172,11 @@ def _sapo(hp: dict, m: TRLMapping) -> None:
     m.kwargs.update(sapo_temperature_pos=hp["tau_pos"], sapo_temperature_neg=hp["tau_neg"])
 
 
-LOSS_FIELDS = {"ppo_clip": _clip, "gspo": _clip, "cispo": _cispo, "sapo": _sapo}
+def _vespo(hp: dict, m: TRLMapping) -> None:
+    m.kwargs.update({k: hp[k] for k in ("vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg")})
+
+
+LOSS_FIELDS = {"ppo_clip": _clip, "gspo": _clip, "cispo": _cispo, "sapo": _sapo, "vespo": _vespo}
 
 
 def _loss(r: Recipe, m: TRLMapping) -> None:
@@ -185,7 +194,7 @@ def _loss(r: Recipe, m: TRLMapping) -> None:
 
 
 def _kl_entropy(r: Recipe, m: TRLMapping) -> None:
-    m.kwargs.update(beta=0.0 if r.kl_in_reward else r.beta, use_bias_correction_kl=False)
+    m.kwargs["beta"] = 0.0 if r.kl_in_reward else r.beta  # use_bias_correction_kl is copied (same name, same rule)
     if not r.kl_in_reward and r.beta > 0 and r.kl_estimator != "k3":
         m.unsupported.append(Gap("kl_estimator", r.kl_estimator, Recipe.knobs()["kl_estimator"].no_trl))
     if r.entropy_target is not None:
@@ -193,13 +202,32 @@ def _kl_entropy(r: Recipe, m: TRLMapping) -> None:
                         entropy_coef_delta=r.entropy_coef_delta, entropy_coef_max=r.entropy_coef_max)
         m.differences.append(Gap("entropy_target", r.entropy_target, "TRL applies the coefficient only while "
                                  "the entropy is at or below the target (gated); rlnb's thermostat always applies it"))
-    if (r.entropy_coef or r.entropy_target is not None) and r.top_entropy_quantile < 1:
-        m.differences.append(Gap("top_entropy_quantile", r.top_entropy_quantile, "TRL applies the entropy bonus "
-                                 "only on the top-entropy tokens the policy gradient reaches (sum H m E / sum m E); "
-                                 "rlnb on every valid token"))
-    if (r.entropy_coef or r.entropy_target is not None) and r.aggregation != "token-mean":
-        m.differences.append(Gap("entropy_coef", r.entropy_coef, "TRL's entropy bonus is a token mean; rlnb "
-                                 f"aggregates it like the loss ({r.aggregation})"))
+    bonus = r.entropy_coef or r.entropy_target is not None
+    if bonus and r.entropy_aggregation != "pushed-token-mean" and (r.aggregation != "token-mean"
+                                                                    or r.top_entropy_quantile < 1):
+        m.unsupported.append(Gap("entropy_aggregation", r.entropy_aggregation, "TRL's entropy bonus is always the "
+                                 "token mean over the tokens the policy gradient reaches (sum H m E / sum m E, "
+                                 f"'pushed-token-mean'); rlnb here aggregates it like the loss ({r.aggregation}) "
+                                 "over every valid token"))
+
+
+def _correction(r: Recipe, m: TRLMapping) -> None:
+    """Rollout correction: TRL's vLLM importance sampling (one mode) and its off-policy sequence mask."""
+    hp = r.hyperparameters()["correction"]
+    modes = [n for n in r.rollout_correction if n in IS_MODES]
+    m.kwargs["vllm_importance_sampling_correction"] = bool(modes)  # off unless the recipe corrects: the same run
+    if modes:
+        m.kwargs.update(vllm_importance_sampling_mode=modes[0], vllm_importance_sampling_clip_min=hp["rollout_is_min"],
+                        vllm_importance_sampling_clip_max=hp["rollout_is_max"])
+        m.notes.append(f"rollout_correction={modes[0]!r}: TRL applies it only when it samples with vLLM "
+                       "(use_vllm=True), against vLLM's log-probs; rlnb against its own sampler's")
+    if "off_policy_mask" in r.rollout_correction:
+        m.kwargs["off_policy_mask_threshold"] = hp["off_policy_mask_threshold"]
+    for name in r.rollout_correction:
+        if name in modes[1:] or (name not in IS_MODES and name != "off_policy_mask"):
+            why = ("TRL applies one vllm_importance_sampling_mode" if name in IS_MODES
+                   else "TRL has no divergence-based rejection (verl's rollout_rs)")
+            m.unsupported.append(Gap("rollout_correction", name, why))
 
 
 def _optimisation(r: Recipe, m: TRLMapping) -> None:
@@ -217,7 +245,7 @@ def _optimisation(r: Recipe, m: TRLMapping) -> None:
                                  "row, masked truncated ones included; rlnb over the kept rows"))
 
 
-TOPICS = (_direct, _rewards, _advantage, _loss, _kl_entropy, _optimisation)
+TOPICS = (_direct, _rewards, _advantage, _loss, _kl_entropy, _correction, _optimisation)
 
 
 def batch_geometry(r: Recipe, *, num_processes: int = 1, gradient_accumulation_steps: int = 1) -> dict:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from rlnb.algos.registry import extra_inputs
+from rlnb.algos.rollout_correction import compose
 from rlnb.batch import Batch, require
 from rlnb.core.checks import nonfinite_rows
 from rlnb.stages.refill import keep_mask
@@ -29,11 +30,12 @@ class Advantager:
     """
 
     def __init__(self, estimator: Callable[[torch.Tensor, int], torch.Tensor], *,
-                 filters: Sequence[Callable] = (), gae: Callable | None = None):
+                 filters: Sequence[Callable] = (), gae: Callable | None = None, corrections: Sequence[Callable] = ()):
         for arg, fn in (("estimator", estimator), *((f"filters[{i}]", f) for i, f in enumerate(filters))):
             if not callable(fn):
                 raise TypeError(f"{arg}: expected a callable (a bound registry entry), got {fn!r}")
         self.estimator, self.filters, self.gae = estimator, tuple(filters), gae
+        self.corrections = tuple(corrections)  # bound ROLLOUT_CORRECTIONS: their IS weights, for estimators reading them
 
     def keep_mask(self, batch: Batch) -> torch.Tensor:
         """(B,) bool: rows every filter keeps (all True without filters)."""
@@ -42,7 +44,15 @@ class Advantager:
     def inputs(self, batch: Batch) -> dict:
         """The extra tensors the estimator reads, by name (None where the batch has none: the estimator's
         own ValueError then names what is missing)."""
-        return {name: _input(batch, name) for name in extra_inputs(self.estimator)}
+        out = {name: _input(batch, name) for name in extra_inputs(self.estimator)}
+        if "rollout_is_weights" in out and self.corrections and batch.rollout_logp is not None:
+            out["rollout_is_weights"] = self.is_weights(batch)
+        return out
+
+    def is_weights(self, batch: Batch) -> torch.Tensor:
+        """(B, T) the rollout corrections' IS weights pi_old / mu, computed before the update as verl does."""
+        old = batch.old_logp if batch.old_logp is not None else batch.rollout_logp
+        return compose(self.corrections, old, old, batch.rollout_logp, batch.rewards, batch.mask).is_weight
 
     def step(self, batch: Batch) -> Batch:
         require(batch, ["rewards"] + (["old_values", "old_logp", "mask"] if self.gae is not None else []), "Advantager")

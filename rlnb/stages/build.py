@@ -8,9 +8,11 @@ from dataclasses import dataclass
 from rlnb.algos import (
     ADVANTAGES,
     AGGREGATIONS,
+    ENTROPY_BONUSES,
     FILTERS,
     KL_ESTIMATORS,
     POLICY_LOSSES,
+    ROLLOUT_CORRECTIONS,
     bind,
     extra_inputs,
     gae,
@@ -45,7 +47,8 @@ def build_stages(r, *, model, tokenizer, task, ref_model, value_head, optimizer,
     filters = [bind(FILTERS[f], r) for f in r.filters]
     sampler = Sampler(model, tokenizer, temperature=r.temperature, top_p=r.top_p, max_new_tokens=r.max_new_tokens,
                       ref_model=ref_model, fp32_lm_head=r.fp32_lm_head, value_head=value_head, topk=r.topk_logprobs,
-                      greedy=greedy, generator=generators["sample"], record_sum_pi_squared=pi2)
+                      greedy=greedy, generator=generators["sample"], record_sum_pi_squared=pi2,
+                      rollout_temperature=r.rollout_temperature, rollout_bf16=r.rollout_bf16)
     rewarder = Rewarder.for_task(task, format_weight=r.format_weight, overlong_buffer=r.overlong_buffer,
                                  max_new_tokens=r.max_new_tokens, kl_coef=r.beta if r.kl_in_reward else 0.0,
                                  on_error=reward_on_error, time_limit=reward_time_limit)
@@ -53,13 +56,16 @@ def build_stages(r, *, model, tokenizer, task, ref_model, value_head, optimizer,
     valuer = (PrefixValuer(model, tokenizer, task, K=r.mc_rollouts, temperature=r.temperature, top_p=r.top_p,
                            max_new_tokens=r.max_new_tokens, generator=generators["credit"])
               if not r.critic and "prefix_values" in extra_inputs(estimator) else None)
-    advantager = Advantager(estimator, filters=filters, gae=bind(gae, r) if r.critic else None)
+    corrections = tuple(bind(ROLLOUT_CORRECTIONS[n], r) for n in r.rollout_correction)
+    advantager = Advantager(estimator, filters=filters, gae=bind(gae, r) if r.critic else None, corrections=corrections)
     updater = Updater(
         model, optimizer, scheduler, loss_fn=bind(POLICY_LOSSES[r.loss], r),
         agg_fn=bind(AGGREGATIONS[r.aggregation], r), kl_fn=bind(KL_ESTIMATORS[r.kl_estimator], r),
         beta=0.0 if r.kl_in_reward else r.beta, entropy_coef=r.entropy_coef, temperature=r.temperature,
         num_iterations=r.num_iterations, num_mini_batches=r.num_mini_batches, max_grad_norm=r.max_grad_norm,
         fp32_lm_head=r.fp32_lm_head, value_head=value_head, value_loss_fn=bind(value_loss, r),
-        vf_coef=r.vf_coef, token_mask=bind(top_entropy_mask, r), generator=generators["update"],
+        vf_coef=r.vf_coef, token_mask=bind(top_entropy_mask, r), entropy_rule=ENTROPY_BONUSES[r.entropy_aggregation],
+        corrections=corrections, bypass_mode=r.bypass_mode,
+        use_bias_correction_kl=r.use_bias_correction_kl, generator=generators["update"],
     )
     return Stages(sampler, rewarder, refill, valuer, advantager, updater)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from rlnb.algos import sum_pi_squared
@@ -29,7 +31,10 @@ class Sampler:
     any optimizer step the ratio pi / pi_old is exactly 1. ``rollout_logp`` is what the sampling pass
     itself computed: the same policy through another code path (incremental KV cache, other shapes), so it
     differs from ``old_logp`` by rounding. That gap is the train/rollout mismatch of real systems (vLLM
-    samples, the trainer scores), which ScaleRL's FP32 LM head is about.
+    samples, the trainer scores), which ScaleRL's FP32 LM head is about. ``rollout_temperature`` (sample at
+    another temperature than the trainer scores at) and ``rollout_bf16`` (sample under bf16 autocast) make
+    the sampler a different policy on purpose, the way an inference engine is: ``rollout_logp`` is then mu,
+    the sampler's own distribution, and ``rlnb.algos.rollout_correction`` corrects for the gap.
 
     ``recompute_old_logp=False`` skips that forward (``old_logp`` stays None): an on-policy Updater then
     takes pi_old from its own forward, detached, which is the same number. ``Trainer.step`` does this when
@@ -39,9 +44,11 @@ class Sampler:
     def __init__(self, model, tokenizer, *, temperature: float = 1.0, top_p: float = 1.0,
                  max_new_tokens: int = 32, ref_model=None, fp32_lm_head: bool = False, value_head=None,
                  topk: int = 0, greedy: bool = False, generator: torch.Generator | None = None,
-                 recompute_old_logp: bool = True, record_sum_pi_squared: bool = False):
+                 recompute_old_logp: bool = True, record_sum_pi_squared: bool = False,
+                 rollout_temperature: float | None = None, rollout_bf16: bool = False):
         check_fields({"topk": "topk_logprobs"}, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
-                     fp32_lm_head=fp32_lm_head, topk=topk)
+                     fp32_lm_head=fp32_lm_head, topk=topk, rollout_temperature=rollout_temperature,
+                     rollout_bf16=rollout_bf16)
         check_causal_lm("model", model)
         ctx = context_length(model)
         if ctx is not None and max_new_tokens >= ctx:
@@ -52,6 +59,8 @@ class Sampler:
         self.fp32_lm_head, self.value_head, self.topk, self.greedy = fp32_lm_head, value_head, topk, greedy
         self.generator = generator if generator is not None else torch.Generator(device=self.device).manual_seed(0)
         self.recompute_old_logp, self.record_sum_pi_squared = recompute_old_logp, bool(record_sum_pi_squared)
+        # a mismatched sampler (another temperature, lower precision): mu differs from the trainer's pi_old
+        self.rollout_temperature, self.rollout_bf16 = rollout_temperature, bool(rollout_bf16)
 
     def check_context(self, prompt_mask: torch.Tensor) -> None:
         """Prompt plus ``max_new_tokens`` must fit in the model's context window (when its config says)."""
@@ -68,11 +77,13 @@ class Sampler:
         was_training = self.model.training
         self.model.eval()  # no dropout while sampling; the Updater switches back to train()
         try:
-            completion_ids, mask, truncated, rollout = sample(
-                self.model, prompt_ids, prompt_mask, max_new_tokens=self.max_new_tokens,
-                temperature=self.temperature, top_p=self.top_p, generator=self.generator,
-                eos_token_id=self.tokenizer.eos_token_id, pad_token_id=self.tokenizer.pad_token_id, return_logp=True,
-            )
+            with self._rollout_precision():
+                completion_ids, mask, truncated, rollout = sample(
+                    self.model, prompt_ids, prompt_mask, max_new_tokens=self.max_new_tokens,
+                    temperature=self.rollout_temperature or self.temperature, top_p=self.top_p,
+                    generator=self.generator, eos_token_id=self.tokenizer.eos_token_id,
+                    pad_token_id=self.tokenizer.pad_token_id, return_logp=True,
+                )
             inputs = (prompt_ids, prompt_mask, completion_ids, mask)
             with torch.no_grad():
                 old = PolicyOut(None, None, None, None, None)
@@ -103,6 +114,13 @@ class Sampler:
             old_logp=cpu(old.logp), rollout_logp=cpu(rollout), ref_logp=None if ref is None else cpu(ref.logp), old_values=cpu(old.values),
             extras=extras,
         )
+
+    def _rollout_precision(self):
+        """bf16 autocast around sampling when ``rollout_bf16`` (an inference engine in lower precision: mu's
+        logits are rounded where the trainer's are not), else nothing."""
+        if not self.rollout_bf16:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=torch.bfloat16)
 
     def _sum_pi_squared(self, inputs) -> torch.Tensor:
         """(B, T) sum_v pi_old(v)^2 at the sampling temperature: one forward that keeps the full logits."""

@@ -10,8 +10,9 @@ from typing import NamedTuple
 
 import torch
 
-from rlnb.algos.entropy import entropy_bonus, top_entropy_mask
+from rlnb.algos.entropy import entropy_bonus, pushed_token_mean, top_entropy_mask
 from rlnb.algos.losses import extra_inputs
+from rlnb.algos.rollout_correction import compose, correction_metrics, importance_corrected_kl
 from rlnb.batch import Batch, require
 from rlnb.core.checks import check_causal_lm
 from rlnb.core.display import Readable
@@ -75,6 +76,7 @@ class MiniBatchLoss(NamedTuple):
     kl: torch.Tensor | None              # (b, T) per-token KL to the reference, masked (None: no reference)
     mask: torch.Tensor                   # (b, T) tokens in the loss
     old_logp: torch.Tensor               # (b, T) pi_old: the rollout's, or the update's own (on-policy)
+    correction: object = None            # the rollout correction's Correction (is_weight, gate, keep), (b, T) each
 
 
 class warmup:
@@ -106,7 +108,8 @@ class Updater:
     Writes: nothing on the batch; changes the model's weights; returns ``UpdateStats``.
 
     ``loss_fn``, ``agg_fn`` and ``kl_fn`` are bound registry functions; ``token_mask(entropy, mask)`` picks the
-    tokens the policy gradient reaches (bound ``top_entropy_mask``: all of them unless top_entropy_quantile < 1). With ``num_iterations=1`` and
+    tokens the policy gradient reaches (bound ``top_entropy_mask``: all of them unless top_entropy_quantile < 1);
+    ``entropy_rule`` (an ``ENTROPY_BONUSES`` entry) how the entropy bonus averages H over them. With ``num_iterations=1`` and
     ``num_mini_batches=1`` the policy that is differentiated is the one that sampled, so the ratio is
     exactly 1 and nothing is clipped; more steps per batch let the ratio move so clipping can fire.
     """
@@ -116,7 +119,8 @@ class Updater:
                  temperature: float = 1.0, num_iterations: int = 1, num_mini_batches: int = 1,
                  max_grad_norm: float = 1.0, fp32_lm_head: bool = False, value_head=None,
                  value_loss_fn: Callable | None = None, vf_coef: float = 0.5, token_mask: Callable | None = None,
-                 generator: torch.Generator | None = None):
+                 entropy_rule: Callable = pushed_token_mean, corrections: tuple = (), bypass_mode: bool = False,
+                 use_bias_correction_kl: bool = False, generator: torch.Generator | None = None):
         check_fields(beta=beta, entropy_coef=entropy_coef, temperature=temperature, num_iterations=num_iterations,
                      num_mini_batches=num_mini_batches, max_grad_norm=max_grad_norm, fp32_lm_head=fp32_lm_head,
                      vf_coef=vf_coef)
@@ -135,6 +139,10 @@ class Updater:
         self.num_iterations, self.num_mini_batches = num_iterations, num_mini_batches
         self.max_grad_norm, self.fp32_lm_head = max_grad_norm, fp32_lm_head
         self.value_head, self.value_loss_fn, self.vf_coef = value_head, value_loss_fn, vf_coef
+        self.entropy_rule = entropy_rule                                  # an ENTROPY_BONUSES entry (TRL's by default)
+        # the train/rollout mismatch: bound ROLLOUT_CORRECTIONS entries; pi_old := mu (verl's bypass mode)
+        self.corrections, self.bypass_mode = tuple(corrections), bool(bypass_mode)
+        self.use_bias_correction_kl = bool(use_bias_correction_kl)        # KL x pi / pi_old (TRL's default)
         self.loss_inputs = extra_inputs(loss_fn)                          # e.g. DPPO top-K's tensors
         # which tokens the policy gradient reaches (TRL's top_entropy_quantile); every valid token by default
         self.token_mask = token_mask if token_mask is not None else partial(top_entropy_mask, top_entropy_quantile=1.0)
@@ -153,8 +161,9 @@ class Updater:
         return [r.flatten() for r in torch.tensor_split(rows, min(self.num_mini_batches, batch.P))]
 
     def step(self, batch: Batch) -> UpdateStats:
-        own_old = batch.old_logp is None and self.on_policy  # pi_old from this update's forward, detached
-        require(batch, ["adv", "mask", "prompt_ids", "completion_ids"] + ([] if own_old else ["old_logp"])
+        own_old = (batch.old_logp is None and self.on_policy) or self.bypass_mode  # pi_old not from the Sampler
+        mu = ["rollout_logp"] if self.corrections or self.bypass_mode else []   # the sampler's own log-probs
+        require(batch, ["adv", "mask", "prompt_ids", "completion_ids"] + mu + ([] if own_old else ["old_logp"])
                 + (["old_values", "returns"]
                 if self.value_head is not None else []), "Updater",
                 extras=[POLICY_INPUTS.get(n, n) for n in self.loss_inputs])  # top-K log-probs come from topk_ids
@@ -176,7 +185,7 @@ class Updater:
                 last[rows] = out["tokens"]
         self.optimizer.zero_grad(set_to_none=True)  # gradients are not state: free them between steps
         means = {k: v / n for k, v in sums.items()}
-        extra = {name: means.pop(key) for key, name in MISMATCH.items() if key in means}
+        extra = {key: means.pop(key) for key in list(means) if "/" in key}  # TRL-named metrics (sampling/...)
         stats = self._stats(batch, means, n, last)
         stats.extra.update(extra)
         return stats
@@ -189,25 +198,45 @@ class Updater:
 
     def loss(self, mb: Batch, rows: torch.Tensor | None = None) -> MiniBatchLoss:
         """The loss of one mini-batch as named zoo terms:
-        total = agg(pg) + beta * agg(kl) - entropy_coef * agg(H) [+ vf_coef * agg(value)]."""
+        total = agg(pg) + beta * agg(kl) - entropy_coef * H_bar [+ vf_coef * agg(value)], H_bar the
+        ``entropy_rule``'s average (TRL's token mean over the pushed tokens by default)."""
         rows = torch.arange(mb.B) if rows is None else rows               # mini-batch row -> batch row
         fw = self.policy(mb)                                              # logp, entropy (b, T)
         _finite("logits", fw.logp, rows, "the current policy's log-probs")
-        m = loss_mask(mb)                                                 # (b, T) tokens in the loss
+        old = self.old_logp(mb, fw.logp)                                  # (b, T) see on_policy, bypass_mode
+        c = compose(self.corrections, fw.logp, fw.logp.detach() if self.bypass_mode else old, mb.rollout_logp,
+                    mb.adv, loss_mask(mb))                                # rollout IS weight, gate, keep (b, T)
+        m = loss_mask(mb) * c.keep                                        # (b, T) tokens in the loss
         agg = partial(self.agg_fn, group_size=mb.group_size)              # (b, T), (b, T) -> scalar
-        old = mb.old_logp if mb.old_logp is not None else fw.logp.detach()  # (b, T) see on_policy
-        out = self.loss_fn(fw.logp, old, mb.adv, m, **self._inputs(fw, mb))  # per-token LossOut
+        out, weight = self._policy_loss(fw, mb, old, m, c)                # LossOut, (b, T) the correction on it
         pushed = self.token_mask(fw.entropy, m).to(m.dtype)              # (b, T) tokens the gradient reaches
         measured = mb.ref_logp is not None and self.kl_fn is not None     # KL is logged whenever it can be
         kl_t = self.kl_fn(fw.logp, mb.ref_logp) * m if measured else None  # (b, T)
+        if measured and self.use_bias_correction_kl:
+            kl_t = importance_corrected_kl(kl_t, fw.logp, old)
         terms = {
-            "pg": agg(out.loss * pushed, m),       # the denominator still counts every token (TRL's rule)
+            "pg": agg(out.loss * pushed * weight, m),  # the denominator still counts every token (TRL's rule)
             "kl": self.beta * agg(kl_t, m) if self.beta else _zero(fw.logp),
-            "entropy": entropy_bonus(fw.entropy, m, agg, entropy_coef=self.entropy_coef),
+            "entropy": entropy_bonus(fw.entropy, m, agg, pushed, entropy_coef=self.entropy_coef, rule=self.entropy_rule),
         }
         if self.value_head is not None:  # PPO's critic, trained on the same hidden states
             terms["value"] = self.vf_coef * agg(self.value_loss_fn(fw.values, mb.old_values, mb.returns, m).loss, m)
-        return MiniBatchLoss(sum(terms.values()), terms, out, fw.entropy.detach(), kl_t, m, old)
+        return MiniBatchLoss(sum(terms.values()), terms, out, fw.entropy.detach(), kl_t, m, old, c)
+
+    def _policy_loss(self, fw, mb: Batch, old: torch.Tensor, m: torch.Tensor, c) -> tuple:
+        """The per-token LossOut and the rollout correction's (b, T) factor on it: gate x IS weight, or the gate
+        alone for a loss that folds the IS weights into itself (VESPO, ``folds_is_weight``: TRL's rule)."""
+        folds = getattr(getattr(self.loss_fn, "func", self.loss_fn), "folds_is_weight", False)
+        given = {"is_weight": c.is_weight} if folds else {}
+        out = self.loss_fn(fw.logp, old, mb.adv, m, **self._inputs(fw, mb), **given)
+        return out, c.gate * (1.0 if folds else c.is_weight)
+
+    def old_logp(self, mb: Batch, logp: torch.Tensor) -> torch.Tensor:
+        """(b, T) pi_old: the sampler's mu in bypass mode, else the Sampler's recompute, else (on-policy) the
+        update's own log-probs, detached."""
+        if self.bypass_mode:
+            return mb.rollout_logp
+        return mb.old_logp if mb.old_logp is not None else logp.detach()
 
     def policy(self, mb: Batch):
         """The current policy's per-token log-probs and entropy (and values, and the log-probs of the
@@ -222,7 +251,7 @@ class Updater:
         return {n: getattr(fw, n) if getattr(fw, n, None) is not None else mb.extras[n] for n in self.loss_inputs}
 
     def _one_step(self, mb: Batch, rows: torch.Tensor) -> dict:
-        total, terms, out, ent, kl_t, m, old = self.loss(mb, rows)
+        total, terms, out, ent, kl_t, m, old, corr = self.loss(mb, rows)
         tokens = m.sum().clamp(min=1)
         grad_norm = 0.0
         if m.sum() > 0:  # a mini-batch whose rows were all filtered out contributes no step
@@ -248,7 +277,10 @@ class Updater:
         }
         if mb.rollout_logp is not None:  # train/rollout mismatch: |trainer's pi_old - sampler's| per token
             diff = ((old - mb.rollout_logp).abs() * m)
-            scalars.update(logp_diff_mean=mean(diff), logp_diff_max=float(diff.max()) if m.sum() > 0 else 0.0)
+            scalars.update({MISMATCH["logp_diff_mean"]: mean(diff),
+                            MISMATCH["logp_diff_max"]: float(diff.max()) if m.sum() > 0 else 0.0})
+        if self.corrections:
+            scalars.update(correction_metrics(corr, loss_mask(mb)))  # shares of the tokens before rejection
         per_token = {"old_logp": old if mb.old_logp is None else None, "ratio": out.ratio, "clipped_low": out.clipped_low, "clipped_high": out.clipped_high,
                      "token_entropy": ent, "token_kl": None if kl_t is None else kl_t.detach(), "weight": out.weight}
         return {"scalars": scalars, "tokens": per_token}

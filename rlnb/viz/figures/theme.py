@@ -62,6 +62,13 @@ METRIC_LABELS = {
     "rewards/correct/mean": "truly correct (share)",
     "rewards/format/mean": "paid for the format (share)", "groups_with_signal": "groups with signal",
     "gen_rounds": "sampling rounds", "frac_reward_zero_std_sampled": "sampled groups with no signal (share)", "loss": "loss", "pg_loss": "policy loss", "learning_rate": "learning rate",
+    "sampling/sampling_logp_difference/mean": "|log pi_old - log mu| (mean per token)",
+    "sampling/sampling_logp_difference/max": "|log pi_old - log mu| (max)",
+    "sampling/importance_sampling_ratio/min": "rollout IS ratio (min)",
+    "sampling/importance_sampling_ratio/mean": "rollout IS ratio (mean)",
+    "sampling/importance_sampling_ratio/max": "rollout IS ratio (max)",
+    "rollout_corr/rejected_fraction": "rejected by the rollout correction (share of tokens)",
+    "rollout_corr/gated_fraction": "gated by the off-policy mask (share of tokens)",
 }
 
 
@@ -78,7 +85,8 @@ METRIC_UNITS = {
 # Metrics that cannot be negative: their axis starts at 0 (a flat zero line is drawn at the bottom, not mid -1..1).
 NONNEGATIVE = {"accuracy", "eval/pass@1", "entropy", "clip_ratio/low_mean", "clip_ratio/high_mean",
                "clip_ratio/region_mean", "completions/mean_length", "completions/mean_length_correct",
-               "completions/mean_length_wrong", "frac_reward_zero_std"}
+               "completions/mean_length_wrong", "frac_reward_zero_std", "sampling/sampling_logp_difference/mean",
+               "sampling/importance_sampling_ratio/min"}
 
 
 def metric_label(key: str) -> str:

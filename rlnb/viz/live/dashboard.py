@@ -34,15 +34,30 @@ PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-def panels_for(metrics: Sequence[str] | None) -> list[tuple[str, tuple[str, ...]]]:
-    """The default panels restricted to ``metrics``; a metric in no default panel gets its own."""
+# shown by default when the recipe's sampler is not the trainer on purpose (another temperature, bf16) or it
+# corrects for the gap: |log pi_old - log mu| per token, and the rollout IS ratio's range
+MISMATCH_PANEL = ("train/rollout mismatch", ("sampling/sampling_logp_difference/mean",
+                                             "sampling/importance_sampling_ratio/min"))
+
+
+def shows_mismatch(recipe) -> bool:
+    """Whether a recipe makes the sampler differ from the trainer, or corrects for it (read from its knobs)."""
+    return recipe is not None and (getattr(recipe, "rollout_temperature", None) is not None or
+                                   bool(getattr(recipe, "rollout_bf16", False)) or
+                                   bool(getattr(recipe, "rollout_correction", ())) or
+                                   bool(getattr(recipe, "bypass_mode", False)))
+
+
+def panels_for(metrics: Sequence[str] | None, recipe=None) -> list[tuple[str, tuple[str, ...]]]:
+    """The default panels restricted to ``metrics``; a metric in no default panel gets its own. With no
+    ``metrics``, the default panels, and the mismatch panel when ``shows_mismatch(recipe)``."""
     if metrics is None:
-        return [(t, tuple(m)) for t, m in PANELS]
+        return [(t, tuple(m)) for t, m in PANELS] + ([MISMATCH_PANEL] if shows_mismatch(recipe) else [])
     if isinstance(metrics, str) or not metrics:
         raise ValueError(f"metrics: expected a non-empty list of metric names, got {metrics!r}")
-    out = [(t, tuple(m for m in ms if m in metrics)) for t, ms in PANELS]
+    out = [(t, tuple(m for m in ms if m in metrics)) for t, ms in (*PANELS, MISMATCH_PANEL)]
     out = [(t, ms) for t, ms in out if ms]
-    known = {m for _, ms in PANELS for m in ms}
+    known = {m for _, ms in (*PANELS, MISMATCH_PANEL) for m in ms}
     return out + [(metric_label(m), (m,)) for m in metrics if m not in known]
 
 
@@ -69,7 +84,8 @@ class Dashboard:
 
     Keyword arguments:
         trainer: draw its history now (optional; the callback receives it anyway).
-        metrics: history keys to show (default: all of ``PANELS``).
+        metrics: history keys to show (default: all of ``PANELS``, and ``MISMATCH_PANEL`` when the trainer's
+            recipe samples with a mismatched sampler or corrects for one).
         max_fps: at most this many redraws per second (wall time); the last step of a run is always
             drawn, and a throttled step is drawn when the cell ends or on ``flush()``.
         eval_every: every this many steps, also run ``trainer.evaluate(eval_n)`` (greedy pass@1) and
@@ -88,7 +104,7 @@ class Dashboard:
             raise ValueError(f"max_fps: expected a positive number of redraws per second, got {max_fps!r}")
         if not isinstance(eval_every, int) or eval_every < 0:
             raise ValueError(f"eval_every: expected an int >= 0 (0 = never), got {eval_every!r}")
-        self.trainer, self.panels = trainer, panels_for(metrics)
+        self.trainer, self.panels = trainer, panels_for(metrics, getattr(trainer, "recipe", None))
         self.min_interval, self.eval_every, self.eval_n, self.clock = 1.0 / max_fps, eval_every, eval_n, clock
         self.evals: list[dict] = []
         self.n_calls = self.n_draws = 0
