@@ -83,12 +83,17 @@ def _on_main_thread(fn, args, kwargs, time_limit, name):
     previous = signal.signal(WATCHDOG_SIGNAL, handler)
     timer = threading.Timer(time_limit, alarm)
     _watching.on = True
-    try:
-        timer.start()
-        out = fn(*args, **kwargs)
-        state["live"] = False
+    try:  # two levels: the watchdog's one signal may land in the inner cleanup; the outer one then runs whole
+        try:
+            timer.start()
+            out = fn(*args, **kwargs)
+        except BaseException:
+            if not state["fired"]:  # the function's own error; after an overrun, what it raised is the overrun's
+                raise
+        finally:
+            state["live"] = False
     except _Overrun:
-        state["live"] = False
+        pass
     finally:
         state["live"] = False
         timer.cancel()
