@@ -89,3 +89,19 @@ def test_a_lock_that_is_a_folder_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"^--resume: .*\.lock is not a regular file"):
         with run_lock(tmp_path / "run", "--resume"):
             pass
+
+
+def test_a_changed_entry_default_does_not_change_a_resumed_run(tmp_path, monkeypatch):
+    from rlnb.algos.advantages import grpo
+
+    t = Trainer.tiny("grpo", prompts_per_step=1, num_generations=2, max_new_tokens=4)
+    t.step()
+    t.save(tmp_path / "c")
+    assert json.loads((tmp_path / "c" / "trainer.json").read_text())["resolved"]["eps"] == 1e-6
+    t.step()                                                  # the uninterrupted run's second step
+    monkeypatch.setitem(grpo.__kwdefaults__, "eps", 0.5)      # a newer release changed the entry's default
+    back = Trainer.load(tmp_path / "c")
+    assert back.knob("eps") == 1e-6
+    back.step()
+    keep = ("loss", "reward", "entropy")
+    assert {k: back.history[1][k] for k in keep} == {k: t.history[1][k] for k in keep}

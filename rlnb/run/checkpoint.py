@@ -9,7 +9,8 @@ A checkpoint folder holds:
 * ``trainer.json``: the recipe, the task with its parameters and wrappers (``Task.spec()``) and the state
   of its own random stream, a digest of the training prompts, the seed, every constructor argument
   (``pool_size``, ``keep_records``, ``safe_update``, ``reward_on_error``), the model's dtype and device,
-  the prompt cursor, controllers, pass rates and counters;
+  the prompt cursor, controllers, pass rates and counters, and what the knobs the recipe leaves unset resolved to
+  (``resolved``: a newer entry default does not change a loaded run);
 * ``history.jsonl``: one line of metrics per step.
 
 ``save`` writes into ``<dir>.tmp`` and renames it over ``<dir>`` (the old one kept as ``<dir>.old`` until the
@@ -37,7 +38,7 @@ from rlnb.models import load as load_model
 from rlnb.models.pretrained import AdaptersOff, enable_autocast, enable_checkpointing
 from rlnb.models.tiny import quiet_progress
 from rlnb.recipe import Recipe
-from rlnb.run.checkpoint_checks import check_history_line, check_meta, check_state
+from rlnb.run.checkpoint_checks import check_history_line, check_meta, check_state, pinned, resolved_knobs
 from rlnb.run.state import RunState
 
 FORMAT = 2
@@ -134,6 +135,7 @@ def _meta(t, state: RunState, reference: bool) -> dict:
         "model": {"dtype": str(t.model.dtype).removeprefix("torch."), "device": str(t.device),
                   "training": run["training"], "reference": reference,
                   "options": getattr(t, "model_options", {})},  # from_pretrained's autocast, checkpointing
+        "resolved": resolved_knobs(t.recipe),  # what unset knobs ran with: a newer default must not change a run
         **{k: run[k] for k in ("step_count", "prompts_drawn", "run_target", "reward_errors", "controllers",
                                "pass_rates", "logged_knobs")},
     }
@@ -219,6 +221,7 @@ def load(cls, directory, *, task=None, device=None, **kwargs):
         raise ValueError(f"task: the training prompts of {meta['task']} differ from the saved run's (its data "
                          "source changed?); the run cannot continue exactly")
     _restore(trainer, directory, meta, same_device=dev.type == torch.device(saved_device).type)
+    changes.update(pinned(meta, trainer.recipe, changes))
     if changes:  # the recipe, the optimizer's param groups and the schedule change together
         trainer.reconfigure(**changes)
     return trainer

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from rlnb.core.checks import short
+from rlnb.core.knobs import UNSET
 from rlnb.recipe import Recipe
 
 
@@ -39,6 +40,9 @@ def check_meta(meta: dict, path: Path) -> None:
     unknown = [k for k in knobs if k not in Recipe.knobs()]
     if unknown:
         raise _bad(path, "logged_knobs", unknown, "Recipe knob names (this rlnb does not know these)")
+    resolved = meta.get("resolved", {})
+    if not isinstance(resolved, dict) or any(k not in Recipe.knobs() for k in resolved):
+        raise _bad(path, "resolved", resolved, "an object Recipe knob -> the value it ran with")
     training = meta["model"].get("training", False)
     if not isinstance(training, bool):
         raise _bad(path, "model.training", training, "true or false (the model's train/eval mode)")
@@ -76,3 +80,22 @@ def check_history_line(entry, path: Path, line: int) -> dict:
         raise ValueError(f"directory: {path} line {line} holds {type(entry).__name__} {short(entry)}, expected a "
                          "JSON object of metrics; the checkpoint is corrupt")
     return entry
+
+
+# --- what the knobs a recipe leaves unset resolved to ------------------------------------------------
+def resolved_knobs(recipe) -> dict:
+    """``{knob: value}`` of every entry knob ``recipe`` leaves UNSET, as the chosen entries resolve it now
+    (JSON scalars only): saved, so a newer rlnb whose entry default changed continues with the saved value."""
+    out = {}
+    for stage in recipe.hyperparameters().values():
+        for name, value in stage.items():
+            if getattr(recipe, name, None) is UNSET and (value is None or isinstance(value, (bool, int, float, str))):
+                out[name] = value
+    return out
+
+
+def pinned(meta: dict, recipe, changes: dict) -> dict:
+    """The saved resolved values that this rlnb would resolve differently (and that ``changes`` do not set):
+    applied at load with the other knob changes, so the run continues with the values it ran with."""
+    now = resolved_knobs(recipe)
+    return {k: v for k, v in meta.get("resolved", {}).items() if k not in changes and k in now and now[k] != v}
