@@ -23,7 +23,7 @@ from rlnb.run.controllers import build_controllers
 from rlnb.run.driver import run_steps
 from rlnb.run.evaluate import evaluate
 from rlnb.run.state import RunState, rollback_on_error
-from rlnb.stages import UpdateStats, make_optimizer, set_schedule
+from rlnb.stages import Rewarder, UpdateStats, make_optimizer, set_schedule
 from rlnb.stages.build import build_stages
 from rlnb.stages.metrics import step_metrics
 from rlnb.stages.prompts import PromptPool
@@ -394,7 +394,13 @@ class Trainer:
         r = self.recipe
         with forward_options.using(self.forward_options):
             return evaluate(self.model, self.tokenizer, self.task, n=n, seed=seed, k=k, greedy=greedy,
-                            max_new_tokens=r.max_new_tokens, temperature=r.temperature, top_p=r.top_p)
+                            max_new_tokens=r.max_new_tokens, temperature=r.temperature, top_p=r.top_p,
+                            rewarder=self._eval_rewarder())
+
+    def _eval_rewarder(self) -> Rewarder:
+        """The task's verifier under this run's ``reward_time_limit`` and ``reward_on_error`` (its own error count:
+        evaluation's failures are not training's)."""
+        return Rewarder.for_task(self.task, on_error=self.reward_on_error, time_limit=self.reward_time_limit)
 
     def __repr__(self) -> str:
         return (f"Trainer(recipe={self.recipe.name!r}, task={self.task.name!r}, seed={self.seed}, "

@@ -157,6 +157,17 @@ def build(only: list[str], smoke: bool, reuse: bool, out: Path, work: Path = BUI
     return runs
 
 
+# the site extra's modules (pyproject.toml's [site]) and what executes the notebooks
+SITE_MODULES = ("mkdocs", "material", "mkdocs_jupyter", "nbclient", "nbformat")  # mathjax: optional
+
+
+def missing_extra() -> list[str]:
+    """The modules of ``SITE_MODULES`` that cannot be imported here."""
+    import importlib.util
+
+    return [m for m in SITE_MODULES if importlib.util.find_spec(m) is None]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--full", action="store_true", help="execute in full mode (the chapters' real numbers)")
@@ -164,6 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reuse", action="store_true", help="keep executed notebooks newer than their source")
     ap.add_argument("--out", type=Path, default=BUILD / "site", help="where the site goes (default build/site)")
     args = ap.parse_args(argv)
+    missing = missing_extra()
+    if missing:  # found now, not after executing every chapter (minutes) when mkdocs is first called
+        print(f"build_site: the site extra is missing (no module {', '.join(missing)}); install it with "
+              "pip install -e '.[site]' (make site does)", file=sys.stderr)
+        return 2
     build(args.only, smoke=not args.full, reuse=args.reuse, out=args.out.resolve())
     return 0
 

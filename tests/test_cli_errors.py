@@ -73,6 +73,19 @@ def add_line(run: Path):
         f.write('{"step": 2, "rew')
 
 
+def drop_streams(run: Path):
+    import torch
+
+    state = torch.load(run / "checkpoint" / "state.pt", weights_only=True)
+    del state["rng"]
+    torch.save(state, run / "checkpoint" / "state.pt")
+
+
+def symlinked_lock(run: Path):
+    (run / "victim.txt").write_text("keep me")
+    (run / ".lock").symlink_to(run / "victim.txt")
+
+
 # (name, argv with {run} for a fresh copy of the saved run and {tmp} for an empty folder, setup, message part)
 CASES = [
     # --- flags argparse refuses ------------------------------------------------------------------------
@@ -198,6 +211,15 @@ CASES = [
     ("truncated summary", ["train", "--resume", "{run}"], corrupt("summary.json", "truncate"),
      "summary.json is not valid JSON"),
     ("summary is a list", ["train", "--resume", "{run}"], corrupt("summary.json", "[]"), "expected an object"),
+    ("history line not an object", ["train", "--resume", "{run}"], corrupt("checkpoint/history.jsonl", "[1]\n"),
+     "history.jsonl line 1 holds list"),
+    ("negative prompt cursor", ["train", "--resume", "{run}"], edit_meta(prompts_drawn=-2), "prompts_drawn=-2"),
+    ("text run_target", ["train", "--resume", "{run}"], edit_meta(run_target="5"), "run_target='5'"),
+    ("unknown logged knob", ["train", "--resume", "{run}"], edit_meta(logged_knobs=["warp"]), "logged_knobs="),
+    ("non-boolean training flag", ["train", "--resume", "{run}"], edit_meta(model={"training": 1}),
+     "model.training=1"),
+    ("state.pt without random streams", ["train", "--resume", "{run}"], drop_streams, "state.pt has rng=None"),
+    ("a .lock that is a symlink", ["train", "--resume", "{run}"], symlinked_lock, ".lock is a symbolic link"),
     ("checkpoint is a file", ["train", "--resume", "{run}"],
      lambda run: shutil.rmtree(run / "checkpoint") or (run / "checkpoint").write_text("x"), "no checkpoint"),
     # --- eval -------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import json
+import math
 import os
 import sys
 from dataclasses import dataclass
@@ -94,7 +95,31 @@ def probe_runtimes() -> dict:
     """docs/results/runtimes.json of the course folder: next to the package (a clone's editable install), else in the
     current folder (rlnb installed from a wheelhouse, the doctor run in the copied course folder); {} in neither."""
     path = notebook.course_path(notebook.RUNTIMES)
-    return json.loads(path.read_text()) if path.is_file() else {}
+    return read_runtimes(path) if path.is_file() else {}
+
+
+def read_runtimes(path: Path) -> dict:
+    """``path``'s chapters, checked: ``{chapter: {"seconds": s >= 0, "step_seconds": s > 0 or absent, ...}}``.
+    ``ValueError`` naming the file and what is wrong (a cut-short copy, another file's shape)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is not valid JSON ({getattr(e, 'msg', e)}); the file is cut short or corrupt") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} holds {type(data).__name__}, expected an object chapter -> measurement")
+    for name, entry in data.items():
+        if not isinstance(entry, dict) or not _seconds(entry.get("seconds")):
+            raise ValueError(f"{path}: chapter {name!r} has {str(entry)[:80]}, expected an object with "
+                             '"seconds" (a number >= 0)')
+        if entry.get("step_seconds") is not None and not _seconds(entry["step_seconds"], positive=True):
+            raise ValueError(f"{path}: chapter {name!r} has step_seconds={entry['step_seconds']!r}, expected a "
+                             "number > 0 or none")
+    return data
+
+
+def _seconds(v, positive: bool = False) -> bool:
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    return ok and (v > 0 if positive else v >= 0)
 
 
 def step_seconds(steps: int = 5, **size) -> float:
@@ -215,12 +240,17 @@ def run_checks(timing_steps: int | None = 5, **size) -> list[Result]:
     results += [check_package(p, probe_version(p)) for p in MINIMUM]
     folders = probe_lab_extensions()
     results += [check_lab_extension(p, folders) for p in LAB_EXTENSIONS]
+    try:  # read before the timing: a broken results file is named at once, not after the steps
+        runtimes, broken = probe_runtimes(), None
+    except ValueError as e:
+        runtimes, broken = {}, Result("chapters", "problem", str(e),
+                                      f"restore {notebook.RUNTIMES} from the course folder (git checkout it)")
     seconds = None
     # a broken torch would make the timing fail with a traceback instead of the line that says how to fix it
     if timing_steps and torch_facts is not None:
         seconds = step_seconds(timing_steps, **size)
         results.append(check_step_time(seconds, timing_steps))
-    return results + chapter_results(probe_runtimes(), seconds)
+    return results + ([broken] if broken else chapter_results(runtimes, seconds))
 
 
 def report(results: list[Result]) -> int:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import threading
 import time
 
+from rlnb.lab import points
 from rlnb.lab.fork import Branch, Forks
 from rlnb.lab.scenarios import SCENARIOS, describe
 from rlnb.lab.staged import StagedStep
@@ -42,6 +43,8 @@ class LabLoop:
     """
 
     def __init__(self, trainer, *, knobs=(), replace: bool = False, keep_every: int = 5, keep_limit: int = 8):
+        # checked first, by the names the caller wrote: a refused lab changes nothing (logged knobs, an old lab)
+        points.check_keep(keep_every, keep_limit, ("keep_every", "keep_limit"))
         old = owner.holder_of(trainer)
         if old is not None:
             if not replace:

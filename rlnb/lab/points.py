@@ -86,14 +86,19 @@ def free_bytes(device: torch.device | str = "cpu") -> int:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
+def check_keep(every, limit, names: tuple[str, str] = ("every", "limit")) -> None:
+    """``every`` an int >= 1 and ``limit`` an int >= 2 (the first point and one more); errors use ``names``."""
+    for name, v, least in ((names[0], every, 1), (names[1], limit, 2)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < least:
+            raise ValueError(f"{name}: expected an int >= {least}, got {v!r}")
+
+
 class Kept:
     """At most ``limit`` points: the first always, then the newest. ``due(step)``: whether the periodic keep
     (every ``every`` steps) falls at ``step``."""
 
     def __init__(self, *, every: int = 5, limit: int = 8):
-        for name, v in (("every", every), ("limit", limit)):
-            if not isinstance(v, int) or isinstance(v, bool) or v < (1 if name == "every" else 2):
-                raise ValueError(f"{name}: expected an int >= {1 if name == 'every' else 2}, got {v!r}")
+        check_keep(every, limit)
         self.every, self.limit, self.points = every, limit, []
 
     def add(self, point: Point) -> None:
@@ -113,6 +118,8 @@ class Kept:
         """The point kept at ``step`` (None: the newest); an unkept step raises naming the kept ones."""
         if step is None:
             return self.points[-1]
+        if isinstance(step, bool) or not isinstance(step, int):  # True == 1 would pick step 1
+            raise TypeError(f"step: expected a kept step (an int; kept: {self.steps()}) or None, got {step!r}")
         for p in self.points:
             if p.step == step:
                 return p

@@ -9,7 +9,8 @@ A checkpoint folder holds:
 * ``trainer.json``: the recipe, the task with its parameters and wrappers (``Task.spec()``) and the state
   of its own random stream, a digest of the training prompts, the seed, every constructor argument
   (``pool_size``, ``keep_records``, ``safe_update``, ``reward_on_error``), the model's dtype and device,
-  the prompt cursor, controllers, pass rates and counters;
+  the prompt cursor, controllers, pass rates and counters, and what the knobs the recipe leaves unset resolved to
+  (``resolved``: a newer entry default does not change a loaded run);
 * ``history.jsonl``: one line of metrics per step.
 
 ``save`` writes into ``<dir>.tmp`` and renames it over ``<dir>`` (the old one kept as ``<dir>.old`` until the
@@ -37,6 +38,7 @@ from rlnb.models import load as load_model
 from rlnb.models.pretrained import AdaptersOff, enable_autocast, enable_checkpointing
 from rlnb.models.tiny import quiet_progress
 from rlnb.recipe import Recipe
+from rlnb.run.checkpoint_checks import check_history_line, check_meta, check_state, pinned, resolved_knobs
 from rlnb.run.state import RunState
 
 FORMAT = 2
@@ -133,6 +135,7 @@ def _meta(t, state: RunState, reference: bool) -> dict:
         "model": {"dtype": str(t.model.dtype).removeprefix("torch."), "device": str(t.device),
                   "training": run["training"], "reference": reference,
                   "options": getattr(t, "model_options", {})},  # from_pretrained's autocast, checkpointing
+        "resolved": resolved_knobs(t.recipe),  # what unset knobs ran with: a newer default must not change a run
         **{k: run[k] for k in ("step_count", "prompts_drawn", "run_target", "reward_errors", "controllers",
                                "pass_rates", "logged_knobs")},
     }
@@ -169,6 +172,7 @@ def read_meta(directory: Path) -> dict:
                              "the checkpoint is corrupt")
     if meta["format"] > FORMAT:
         raise ValueError(f"directory: {path} was written by a newer rlnb (format {meta['format']} > {FORMAT})")
+    check_meta(meta, path)
     return meta
 
 
@@ -217,6 +221,7 @@ def load(cls, directory, *, task=None, device=None, **kwargs):
         raise ValueError(f"task: the training prompts of {meta['task']} differ from the saved run's (its data "
                          "source changed?); the run cannot continue exactly")
     _restore(trainer, directory, meta, same_device=dev.type == torch.device(saved_device).type)
+    changes.update(pinned(meta, trainer.recipe, changes))
     if changes:  # the recipe, the optimizer's param groups and the schedule change together
         trainer.reconfigure(**changes)
     return trainer
@@ -290,35 +295,44 @@ def _reference(directory: Path, meta: dict, dtype, device):
 
 
 def _restore(t, directory: Path, meta: dict, same_device: bool) -> None:
+    """Read and check every file first, then set: a checkpoint that fails a check changes nothing."""
     path = directory / "state.pt"
     try:
         state = torch.load(path, weights_only=True, map_location="cpu")
-        t.optimizer.load_state_dict(state["optimizer"])
-        t.scheduler.load_state_dict(state["scheduler"])
-        if state["value_head"] is not None:
-            t.value_head.load_state_dict(state["value_head"])
     except FileNotFoundError:
         raise FileNotFoundError(f"directory: the checkpoint has no {path}") from None
-    except Exception as e:  # torch's truncated-zip, unpickling and state-dict errors differ by version
+    except Exception as e:  # torch's truncated-zip and unpickling errors differ by version
         raise ValueError(f"directory: cannot read {path} ({_first_line(e)}); the checkpoint is truncated or "
                          "corrupt") from e
-    run = t.state()  # the fresh trainer's: what the checkpoint does not hold keeps its value
-    rng = dict(run.rng)
-    for name, s in state.get("rng", {}).items():
-        if name not in rng:
-            continue
-        if same_device or t.generators[name].device.type == "cpu":
-            rng[name] = s
-        else:  # another device's stream cannot be carried over: a fresh one (the run is no longer bit-exact)
-            fresh = torch.Generator(device=t.generators[name].device)
-            rng[name] = fresh.manual_seed(hash_seed(t.seed, f"{name}@{meta['step_count']}")).get_state()
+    check_state(state, path, t.generators, same_device)
+    history = read_history(directory / "history.jsonl", meta["step_count"])
+    start = _start_weights(directory, t.state().start_weights)
+    try:
+        t.optimizer.load_state_dict(state["optimizer"])
+        t.scheduler.load_state_dict(state["scheduler"])
+        if state.get("value_head") is not None:
+            t.value_head.load_state_dict(state["value_head"])
+    except Exception as e:  # state-dict errors differ by version
+        raise ValueError(f"directory: cannot read {path} ({_first_line(e)}); the checkpoint is truncated or "
+                         "corrupt") from e
     t.set_state(RunState(
-        step=meta["step_count"], prompts_drawn=meta["prompts_drawn"], run_target=meta.get("run_target"), rng=rng,
-        pass_rates=meta.get("pass_rates"), controllers=meta["controllers"],
-        reward_errors=meta.get("reward_errors", 0), task_state=meta.get("task_state"),
-        logged_knobs=tuple(meta.get("logged_knobs", ())), training=meta["model"].get("training", False),
-        history=read_history(directory / "history.jsonl", meta["step_count"]),
-        start_weights=_start_weights(directory, run.start_weights)))
+        step=meta["step_count"], prompts_drawn=meta["prompts_drawn"], run_target=meta.get("run_target"),
+        rng=_streams(t, state["rng"], meta, same_device), pass_rates=meta.get("pass_rates"),
+        controllers=meta["controllers"], reward_errors=meta.get("reward_errors", 0),
+        task_state=meta.get("task_state"), logged_knobs=tuple(meta.get("logged_knobs", ())),
+        training=meta["model"].get("training", False), history=history, start_weights=start))
+
+
+def _streams(t, saved: dict, meta: dict, same_device: bool) -> dict:
+    """The trainer's random streams from ``saved`` (checked whole by ``check_state``)."""
+    rng = {}
+    for name, gen in t.generators.items():
+        if same_device or gen.device.type == "cpu":
+            rng[name] = saved[name]
+        else:  # another device's stream cannot be carried over: a fresh one (the run is no longer bit-exact)
+            fresh = torch.Generator(device=gen.device)
+            rng[name] = fresh.manual_seed(hash_seed(t.seed, f"{name}@{meta['step_count']}")).get_state()
+    return rng
 
 
 def _start_weights(directory: Path, default):
@@ -341,10 +355,11 @@ def read_history(path: Path, steps: int) -> list[dict]:
         if not line.strip():
             continue
         try:
-            history.append(json.loads(line))
+            entry = json.loads(line)
         except json.JSONDecodeError as e:
             raise ValueError(f"directory: {path} line {i} is not valid JSON ({e.msg}); the checkpoint is "
                              "truncated or corrupt") from None
+        history.append(check_history_line(entry, path, i))
     if len(history) != steps:
         raise ValueError(f"directory: {path} holds {len(history)} steps, trainer.json says {steps}; the "
                          "checkpoint is corrupt")

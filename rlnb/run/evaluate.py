@@ -8,6 +8,7 @@ import torch
 
 from rlnb.core.checks import check_context
 from rlnb.models.generate import encode_prompts, sample
+from rlnb.stages.reward import Rewarder
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -39,12 +40,17 @@ def completions_for(model, tokenizer, prompts: list[str], *, max_new_tokens: int
 
 
 def evaluate(model, tokenizer, task, *, n: int = 200, seed: int = 10_000, k: int = 1, greedy: bool = True,
-             max_new_tokens: int = 32, temperature: float = 1.0, top_p: float = 1.0) -> dict[str, float]:
+             max_new_tokens: int = 32, temperature: float = 1.0, top_p: float = 1.0,
+             rewarder=None) -> dict[str, float]:
     """pass@1 (and pass@k when k > 1, from k samples per prompt) on ``n`` held-out prompts. With k > 1,
     pass@j for the powers of two j < k come from the same k samples (unbiased estimator), for pass@k vs k.
 
     Held-out: prompts come from ``seed`` (training draws from other seeds). Greedy decoding gives one
     completion per prompt, so pass@k needs ``greedy=False``.
+
+    Completions are scored by ``rewarder`` (default ``Rewarder.for_task(task)``; ``Trainer.evaluate`` passes one
+    with the run's ``reward_time_limit`` and ``reward_on_error``): a verifier that hangs or raises is handled as
+    in training, never waited on forever. Under ``on_error="zero"`` a failed completion counts as not correct.
     """
     for name, v in (("n", n), ("k", k), ("max_new_tokens", max_new_tokens)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -62,9 +68,18 @@ def evaluate(model, tokenizer, task, *, n: int = 200, seed: int = 10_000, k: int
                                temperature=temperature, top_p=top_p, generator=gen)
     finally:
         model.train(was_training)
-    correct = [[task.reward(c, a).parts["correct"] > 0 for c in outs_i] for outs_i, a in zip(outs, ds["answer"])]
+    correct = _correct(rewarder or Rewarder.for_task(task), outs, ds["answer"], ds["prompt"])
     res = {"pass@1": sum(sum(c) / len(c) for c in correct) / len(correct)}
     for j in (*(2**i for i in range(1, k.bit_length()) if 2**i < k), k) if k > 1 else ():
         res[f"pass@{j}"] = sum(pass_at_k(k, sum(c), j) for c in correct) / len(correct)
     res["mean_length"] = sum(len(c) for o in outs for c in o) / max(1, sum(len(o) for o in outs))
     return res
+
+
+def _correct(rewarder, outs: list[list[str]], answers, prompts) -> list[list[bool]]:
+    """Each completion's ``correct`` part > 0, scored in one Rewarder call (one time limit for all of them)."""
+    k = len(outs[0])
+    flat = [c for o in outs for c in o]
+    parts = rewarder.score(flat, [a for a in answers for _ in range(k)], [p for p in prompts for _ in range(k)])
+    ok = (parts["correct"] > 0).tolist()
+    return [ok[i * k : (i + 1) * k] for i in range(len(outs))]

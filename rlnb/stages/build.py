@@ -54,7 +54,8 @@ def build_stages(r, *, model, tokenizer, task, ref_model, value_head, optimizer,
                                  on_error=reward_on_error, time_limit=reward_time_limit)
     refill = DynamicSampling(filters, max_gen_rounds=r.max_gen_rounds, pass_rates=pass_rates)
     valuer = (PrefixValuer(model, tokenizer, task, K=r.mc_rollouts, temperature=r.temperature, top_p=r.top_p,
-                           max_new_tokens=r.max_new_tokens, generator=generators["credit"])
+                           max_new_tokens=r.max_new_tokens, generator=generators["credit"],
+                           on_error=reward_on_error, time_limit=reward_time_limit)
               if not r.critic and "prefix_values" in extra_inputs(estimator) else None)
     corrections = tuple(bind(ROLLOUT_CORRECTIONS[n], r) for n in r.rollout_correction)
     advantager = Advantager(estimator, filters=filters, gae=bind(gae, r) if r.critic else None, corrections=corrections)

@@ -17,13 +17,15 @@ import torch
 from rlnb import tasks as _tasks
 from rlnb.batch import Batch
 from rlnb.models.generate import sample
+from rlnb.stages.reward import Rewarder
 
 MAX_SEQUENCES = 2048  # continuations decoded in one call (memory bound; results do not depend on it)
 
 
 def prefix_values(model, tokenizer, batch: Batch, task, *, K: int = 8, rows=None, temperature: float = 1.0,
                   top_p: float = 1.0, max_new_tokens: int | None = None, generator: torch.Generator | None = None,
-                  stats: dict | None = None) -> torch.Tensor:
+                  stats: dict | None = None, on_error: str = "raise",
+                  time_limit: float | None = None) -> torch.Tensor:
     """(R, T + 1): V(prompt + first t completion tokens) for t = 0..T, estimated as the mean reward of K
     continuations sampled from that prefix (t at or beyond a row's length: its final reward, exactly).
 
@@ -35,6 +37,8 @@ def prefix_values(model, tokenizer, batch: Batch, task, *, K: int = 8, rows=None
     (default: the batch's width T; pass the Sampler's budget to match it exactly). Column 0 is V(prompt).
     Deterministic under ``generator`` (draws happen in a fixed order); ``stats``, if a dict, receives
     ``sequences`` (continuations sampled), ``sampled_tokens`` and ``forwards`` (model calls).
+    Every score goes through the Rewarder's call path (``outcome_rewarder``): ``time_limit`` and ``on_error`` act
+    as ``reward_time_limit`` and ``reward_on_error`` do in training (under "zero" a failed score counts 0).
 
     Cost: every row of length L needs its L prefixes (t = 0..L-1) continued K times, so K * sum(L)
     continuations. Prefixes of the same length t go through ``rlnb.models.generate.sample`` together: one batched
@@ -45,6 +49,7 @@ def prefix_values(model, tokenizer, batch: Batch, task, *, K: int = 8, rows=None
     """
     task = _tasks.get(task) if isinstance(task, str) else task
     _check(batch, task, K, max_new_tokens)
+    scorer = outcome_rewarder(task, on_error=on_error, time_limit=time_limit)
     rows = _rows(batch, rows)
     T = batch.completion_ids.shape[1]
     M = T if max_new_tokens is None else max_new_tokens
@@ -54,7 +59,7 @@ def prefix_values(model, tokenizer, batch: Batch, task, *, K: int = 8, rows=None
     answers = [batch.answers[r] for r in rows.tolist()]
     prompts = [batch.prompt_ids[r][batch.prompt_mask[r].bool()] for r in rows.tolist()]  # real prompt tokens
     texts = tokenizer.batch_decode([comp[i, : lengths[i]].tolist() for i in range(len(rows))], skip_special_tokens=True)
-    final = torch.tensor([task.reward(s, a).reward for s, a in zip(texts, answers)], dtype=torch.float32)  # (R,)
+    final = scorer.score(texts, answers)["total"]                        # (R,)
     values = final[:, None].repeat(1, T + 1)                            # (R, T + 1): t >= L keeps the outcome
     count = {"sequences": 0, "sampled_tokens": 0, "forwards": 0}
     was_training = model.training
@@ -66,7 +71,7 @@ def prefix_values(model, tokenizer, batch: Batch, task, *, K: int = 8, rows=None
             for start in range(0, len(live), step):
                 chunk = live[start : start + step]
                 heads = [torch.cat([prompts[i], comp[i, :t]]) for i in chunk]
-                values[chunk, t] = _continue(model, tokenizer, task, heads, [comp[i, :t] for i in chunk],
+                values[chunk, t] = _continue(model, tokenizer, scorer, heads, [comp[i, :t] for i in chunk],
                                              [answers[i] for i in chunk], K=K, budget=M - t, temperature=temperature,
                                              top_p=top_p, generator=generator, count=count)
     finally:
@@ -89,7 +94,17 @@ def mc_token_advantages(values: torch.Tensor, mask: torch.Tensor) -> torch.Tenso
     return (values[:, 1:] - values[:, :-1]) * mask.to(values.dtype)    # (R, T)
 
 
-def _continue(model, tokenizer, task, heads, done_tokens, answers, *, K, budget, temperature, top_p,
+def outcome_rewarder(task, *, on_error: str = "raise", time_limit: float | None = None) -> Rewarder:
+    """A Rewarder of one function, ``outcome``: ``task.reward(text, answer).reward`` per text (the task's own
+    format weight, no shaping), so prefix values share the training Rewarder's time limit and error policy."""
+
+    def outcome(completions, answer, **kw):
+        return [task.reward(c, a).reward for c, a in zip(completions, answer)]
+
+    return Rewarder({"outcome": outcome}, on_error=on_error, time_limit=time_limit)
+
+
+def _continue(model, tokenizer, scorer: Rewarder, heads, done_tokens, answers, *, K, budget, temperature, top_p,
               generator, count) -> torch.Tensor:
     """(n,) mean reward of K continuations of each prefix in ``heads`` (prompt + completion so far)."""
     dev = next(model.parameters()).device
@@ -105,7 +120,7 @@ def _continue(model, tokenizer, task, heads, done_tokens, answers, *, K, budget,
     cont, live = cont.cpu(), live.cpu().bool()                          # (n K, T'), (n K, T')
     full = [done_tokens[j // K].tolist() + cont[j][live[j]].tolist() for j in range(len(cont))]
     texts = tokenizer.batch_decode(full, skip_special_tokens=True)
-    rewards = torch.tensor([task.reward(s, answers[j // K]).reward for j, s in enumerate(texts)])  # (n K,)
+    rewards = scorer.score(texts, [answers[j // K] for j in range(len(texts))])["total"]  # (n K,)
     count["sequences"] += len(cont)
     count["sampled_tokens"] += int(live.sum())
     count["forwards"] += cont.shape[1]  # one prefill plus one per generated token but the last
@@ -149,18 +164,20 @@ class PrefixValuer:
     """
 
     def __init__(self, model, tokenizer, task, *, K: int = 4, temperature: float = 1.0, top_p: float = 1.0,
-                 max_new_tokens: int = 32, generator: torch.Generator | None = None):
+                 max_new_tokens: int = 32, generator: torch.Generator | None = None, on_error: str = "raise",
+                 time_limit: float | None = None):
         if isinstance(K, bool) or not isinstance(K, int) or K < 1:
             raise ValueError(f"K: expected a positive int (mc_rollouts), got {K!r}")
         self.model, self.tokenizer, self.task, self.K = model, tokenizer, task, K
         self.temperature, self.top_p, self.max_new_tokens = temperature, top_p, max_new_tokens
-        self.generator = generator
+        self.generator, self.on_error, self.time_limit = generator, on_error, time_limit
         self.sampled_tokens = 0
 
     def step(self, batch: Batch) -> Batch:
         stats: dict = {}
         values = prefix_values(self.model, self.tokenizer, batch, self.task, K=self.K, temperature=self.temperature,
                                top_p=self.top_p, max_new_tokens=max(self.max_new_tokens, batch.completion_ids.shape[1]),
-                               generator=self.generator, stats=stats)
+                               generator=self.generator, stats=stats, on_error=self.on_error,
+                               time_limit=self.time_limit)
         self.sampled_tokens += stats["sampled_tokens"]
         return batch.replace(extras={**batch.extras, "prefix_values": values})

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import threading
 from collections.abc import Callable
 
 import torch
@@ -12,16 +11,11 @@ import torch
 from rlnb.algos import kl_penalized_rewards, overlong_penalty
 from rlnb.batch import Batch, require
 from rlnb.recipe import check_fields
+from rlnb.stages.verify import RewardFunctionError, RewardTimeout, call_limited, check_time_limit
+
+__all__ = ["Rewarder", "RewardFunctionError", "RewardTimeout", "check_time_limit"]
 
 RewardFn = Callable[..., list[float]]  # TRL style: fn(completions, answer, **kw) -> list[float]
-
-
-class RewardFunctionError(ValueError):
-    """A reward function raised or returned something that is not a finite number."""
-
-
-class RewardTimeout(RewardFunctionError):
-    """A reward function gave no result within the Rewarder's ``time_limit``."""
 
 
 class Rewarder:
@@ -97,6 +91,19 @@ class Rewarder:
         extras["reward_weights"] = weights.expand(batch.B, -1).clone()              # (B, K), parts' order
         return batch.replace(rewards=total.float(), reward_parts=parts, correct=correct, extras=extras)
 
+    def score(self, completions: list[str], answers: list, prompts: list[str] | None = None) -> dict[str, torch.Tensor]:
+        """Score texts outside a training batch (held-out evaluation, VinePPO's continuations) on the same call
+        path as ``step``: time limit and ``on_error`` alike. Returns ``total`` (n,) (weighted sum of the
+        functions; no shaping terms), each function's part (n,) and ``failed`` (n,) (functions that failed)."""
+        n = len(completions)
+        prompts = list(prompts) if prompts is not None else [""] * n
+        batch = Batch(prompts, list(answers), torch.arange(n), 1, completions=list(completions))
+        scored = {name: self._score(name, fn, batch) for name, fn in self.funcs.items()}
+        out = {name: values for name, (values, _) in scored.items()}
+        out["total"] = sum(self.weights[name] * out[name] for name in self.funcs).float()
+        out["failed"] = sum(f.float() for _, f in scored.values())
+        return out
+
     def _shaping(self, batch: Batch) -> dict[str, torch.Tensor]:
         terms = {}
         if self.overlong_buffer:
@@ -146,27 +153,8 @@ class Rewarder:
         return out, failed
 
     def _call(self, name: str, fn: RewardFn, *args, **kwargs):
-        """``fn(*args, **kwargs)``, given at most ``time_limit`` seconds when one is set. A call that overruns
-        is abandoned in its thread (Python cannot stop it) and raises ``RewardTimeout`` naming the function."""
-        if self.time_limit is None:
-            return fn(*args, **kwargs)
-        box: dict = {}
-
-        def work():
-            try:
-                box["out"] = fn(*args, **kwargs)
-            except BaseException as e:  # handed to the caller's thread
-                box["err"] = e
-
-        th = threading.Thread(target=work, name=f"rlnb-reward-{name}", daemon=True)
-        th.start()
-        th.join(self.time_limit)
-        if th.is_alive():
-            raise RewardTimeout(f"reward function {name!r}: no result within reward_time_limit={self.time_limit:g} s "
-                                f"on {len(args[0])} completions (first {args[0][0][:80]!r}); its call is abandoned")
-        if "err" in box:
-            raise box["err"]
-        return box["out"]
+        """``fn(*args, **kwargs)`` under ``time_limit`` (``rlnb.stages.verify.call_limited``: the one call path)."""
+        return call_limited(fn, *args, time_limit=self.time_limit, name=name, **kwargs)
 
     def _score_rows(self, name, fn, batch: Batch, first: Exception):
         out, failed = torch.zeros(batch.B), torch.zeros(batch.B, dtype=torch.bool)
@@ -198,15 +186,6 @@ class Rewarder:
                 "reward_on_error='zero' to score it 0)") from cause
         failed[i] = True
         self.errors += 1
-
-
-def check_time_limit(arg: str, value) -> float | None:
-    """None (no limit) or a number of seconds > 0."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{arg}: expected None (no limit) or a number of seconds > 0, got {value!r}")
-    return float(value)
 
 
 F32_MAX = 3.4e38  # rewards are summed in fp32: a larger one would become inf there

@@ -8,6 +8,7 @@ elsewhere (e.g. an installed package with the folder copied somewhere).
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -48,12 +49,25 @@ def load_result(name: str, *, root=None) -> StudyResult:
     for suffix in SUFFIXES:
         path = folder / f"{name}{suffix}"
         if path.is_file():
-            try:
-                return StudyResult.from_json(path)
-            except (KeyError, TypeError) as e:
-                raise ValueError(f"name: {path} is not a StudyResult (no 'runs' of arm/seed results)") from e
+            return _read(path)
     known = result_names(root)
     where = "it does not exist" if not folder.is_dir() else f"it holds {known}"
     raise FileNotFoundError(
         f"name: no stored result {name!r} in {folder} ({where}). The measured results ship with the "
         "repository in docs/results; run from a clone, or set RLNB_RESULTS to a folder holding them.")
+
+
+def _read(path: Path) -> StudyResult:
+    """``path`` as a StudyResult; ``ValueError`` naming the file and what is wrong with it (a cut-short copy, a
+    ``.gz`` that is not gzip, JSON of another shape), so a notebook or the README's table says which file."""
+    try:
+        return StudyResult.from_json(path)
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"name: {path} is not a StudyResult (no 'runs' of arm/seed results)") from e
+    except EOFError:  # gzip's stream ended before its end marker
+        raise ValueError(f"name: {path} is cut short (the gzip stream ends early); restore it from the "
+                         "repository") from None
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:  # BadGzipFile is an OSError
+        raise ValueError(f"name: {path} cannot be read as {'gzipped ' if path.name.endswith('.gz') else ''}JSON "
+                         f"({type(e).__name__}: {str(e)[:120]}); it is cut short or corrupt: restore it from the "
+                         "repository") from None

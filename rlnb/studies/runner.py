@@ -115,6 +115,9 @@ def run_study(arms: dict[str, dict], *, task, seeds, steps: int, base_recipe="gr
     seeds = [seeds] if isinstance(seeds, int) else list(seeds)
     if not seeds or not all(isinstance(s, int) for s in seeds):
         raise ValueError(f"seeds: expected a non-empty list of ints, got {seeds!r}")
+    if len(set(seeds)) != len(seeds):  # a repeated seed is the same run again: it would narrow the intervals
+        raise ValueError(f"seeds: expected distinct seeds, got {seeds!r} (repeated: "
+                         f"{sorted({s for s in seeds if seeds.count(s) > 1})})")
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps: expected a positive int, got {steps!r}")
     from tqdm.auto import tqdm
@@ -235,6 +238,15 @@ class StudyResult:
         """One result from several (e.g. arms or seeds run in separate processes)."""
         if not results:
             raise ValueError("results: expected at least one StudyResult")
+        seen: dict = {}
+        for i, r in enumerate(results):  # the same (arm, seed) twice would count one run as two seeds
+            if not isinstance(r, StudyResult):
+                raise TypeError(f"results[{i}]: expected a StudyResult, got {type(r).__name__}")
+            for run in r.runs:
+                if (run.arm, run.seed) in seen:
+                    raise ValueError(f"results[{i}]: arm {run.arm!r} seed {run.seed} is already in "
+                                     f"results[{seen[run.arm, run.seed]}]; merge distinct runs only")
+                seen[run.arm, run.seed] = i
         config = copy.deepcopy(results[0].config)
         for r in results[1:]:
             config["arms"] = {**config.get("arms", {}), **r.config.get("arms", {})}
