@@ -75,6 +75,20 @@ async function mendAnywidget(model) {
     });
   };
   globalThis.__rlnbMended = true;
+  rebindAll(model.widget_manager, anywidgetProto);
+}
+
+// ipywidgets binds a model's message handler once, when the model is created (`comm.on_msg(this._handle_comm_msg
+// .bind(this))`), so the mend above reaches only models created after it. Every model that already exists (all of
+// them after a reload, and the page's first figure, whose own module ran the mend) is bound again here.
+function rebindAll(manager, anywidgetProto) {
+  for (const pending of Object.values(manager._models || {})) {
+    Promise.resolve(pending).then((m) => {
+      if (m && m.comm && typeof m.comm.on_msg === "function" && anywidgetProto.isPrototypeOf(m)) {
+        m.comm.on_msg(m._handle_comm_msg.bind(m));
+      }
+    }).catch(() => {});
+  }
 }
 
 // Ask the kernel for the model's state again, once the mend is in: anything sent before it may have been dropped.
