@@ -136,7 +136,7 @@ def test_curves_by_hand():
     s = hand_result().curves("entropy", smooth=2)
     assert s["b"]["per_seed"][0] == pytest.approx([1.0, 1.0, 0.95, 0.9])
     with pytest.raises(ValueError, match="x"):
-        hand_result().curves("entropy", x="tokens")
+        hand_result().curves("entropy", x="prompts")           # tokens is an x now (token budgets)
 
 
 def test_json_round_trip_and_merge(tmp_path):
