@@ -2,6 +2,7 @@
 its result loads with ``load_result``; the shipped files, converted without re-running, keep the old numbers; the
 token budget counts Monte-Carlo continuations; the scripts are thin entry points of ``python -m rlnb.studies``."""
 
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -70,6 +71,8 @@ def test_the_shipped_converted_results_keep_the_chapters_numbers():
     assert all(r.evals[-1]["tokens"] >= 100_000 and r.evals[0]["tokens"] == 0 for r in race.runs)
     for res in (hack, ppo, race):                    # the old config is kept beside the new one
         assert "converted_from" in res.config and res.config["name"] in PORTED
+        rows = res.summary(studies.get(res.config["name"], smoke=False).specs).rows()
+        assert rows and all(math.isfinite(r["mean"]) for r in rows)       # the preset's numbers read the old runs
 
 
 def test_the_cli_runs_a_study_and_the_scripts_are_its_entry_points(tmp_path, capsys):

@@ -213,7 +213,7 @@ def ppo_vs_grpo(*, smoke: bool | None = None) -> Study:
     size = _size(sm, dict(seeds=SEEDS, steps=30, eval_every=10, eval_n=100, prompts_per_step=8, num_generations=8),
                  dict(seeds=(0,), steps=2, eval_every=1, eval_n=4, **SMOKE))
     return Study("ppo_vs_grpo", "at equal samples on the toy, the critic buys no measurable pass@1", arms,
-                 {"task": "add", **size}, ("change:eval/greedy/pass@1", "final:wall_s"), sm)
+                 {"task": "add", **size}, ("final:eval/greedy/pass@1", "change:eval/greedy/pass@1", "final:reward"), sm)
 
 
 def credit_race(*, smoke: bool | None = None) -> Study:
@@ -229,7 +229,7 @@ def credit_race(*, smoke: bool | None = None) -> Study:
     size = _size(sm, dict(seeds=SEEDS, eval_n=100), dict(seeds=(0,), eval_n=4, **SMOKE))
     return Study("credit_race", "finer credit (VinePPO) vs uniform credit at equal sampled tokens", arms,
                  {"task": "add", "tokens": budget, "eval_every": budget / 6, **size},
-                 ("change:eval/greedy/pass@1", "max:step"), sm)
+                 ("final:eval/greedy/pass@1", "change:eval/greedy/pass@1", "final:eval/step", "final:eval/tokens"), sm)
 
 
 def entropy_clip(*, smoke: bool | None = None) -> Study:
