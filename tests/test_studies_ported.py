@@ -83,3 +83,20 @@ def test_the_cli_runs_a_study_and_the_scripts_are_its_entry_points(tmp_path, cap
     out = subprocess.run([sys.executable, "scripts/reward_hacking.py", "--help"], cwd=ROOT, capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0 and "--smoke" in out.stdout
+
+
+def test_the_second_attempt_queue_saves_a_study_result_and_keeps_its_settings(tmp_path):
+    import copy
+
+    from rlnb.studies import second_attempt as sa
+
+    before = copy.deepcopy(sa.STUDIES)
+    small = copy.deepcopy(sa.STUDIES)
+    small["maxrl_long"]["setting"].update(steps=1, prompts_per_step=4, num_generations=2, eval_n=2,
+                                          eval_sampled_n=0, eval_every=0)
+    sa.run(["maxrl_long"], seeds=(0,), out=tmp_path, studies=small)
+    res = load_result("maxrl_long", root=tmp_path)
+    assert res.arms == ["grpo", "maxrl"] and res.config["status"] == "2 of 2 runs (complete)"
+    assert res.config["decision_rule"].startswith("the mean over seeds of the paired per-seed difference")
+    assert sa.STUDIES == before                                            # the measured settings stay as written
+    assert "from rlnb.studies.second_attempt import main" in (ROOT / "scripts" / "claim_studies.py").read_text()
