@@ -100,3 +100,15 @@ def test_the_second_attempt_queue_saves_a_study_result_and_keeps_its_settings(tm
     assert res.config["decision_rule"].startswith("the mean over seeds of the paired per-seed difference")
     assert sa.STUDIES == before                                            # the measured settings stay as written
     assert "from rlnb.studies.second_attempt import main" in (ROOT / "scripts" / "claim_studies.py").read_text()
+
+
+def test_the_recipe_race_table_reads_the_shipped_race(tmp_path, capsys):
+    from rlnb.studies import StudyResult, race
+
+    full = load_result("bench_recipes_add60")
+    two = StudyResult([r for r in full.runs if r.arm in full.arms[:2]], full.config)   # two recipes: the fits are slow
+    two.to_json(tmp_path / "two.json")
+    assert race.main(["--from-json", str(tmp_path / "two.json")]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| `")]
+    assert [r.split("`")[1] for r in rows] == full.arms[:2] and all(r.count("|") == 9 for r in rows)
+    assert "from rlnb.studies.race import main" in (ROOT / "scripts" / "bench_recipes.py").read_text()
