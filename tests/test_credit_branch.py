@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from rlnb.stages.credit import branch_credit, continuation_values
-from tests.test_credit import A, B_, EOS, PAD, P, CharTokenizer, HasAB, MarkovLM, exact_value
+from tests.test_credit import B_, EOS, PAD, A, CharTokenizer, HasAB, MarkovLM, P, exact_value
 
 Y, S1, a, b = 10, 11, 12, 13
 

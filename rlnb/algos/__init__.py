@@ -31,7 +31,13 @@ from rlnb.algos.advantages_token_baseline import sum_pi_squared
 from rlnb.algos.aggregation import AGGREGATIONS
 from rlnb.algos.entropy import ENTROPY_BONUSES, EntropyThermostat, entropy_bonus, top_entropy_mask
 from rlnb.algos.filters import FILTERS, PassRateHistory
-from rlnb.algos.kl import KL_ESTIMATORS, AdaptiveKLController, k3_loss_optimum, kl_penalized_rewards, kl_regularised_optimum
+from rlnb.algos.kl import (
+    KL_ESTIMATORS,
+    AdaptiveKLController,
+    k3_loss_optimum,
+    kl_penalized_rewards,
+    kl_regularised_optimum,
+)
 from rlnb.algos.losses import POLICY_LOSSES, LossOut
 from rlnb.algos.losses_trust_region import bernoulli_kl, topk_divergence
 from rlnb.algos.registry import Registry, bind, extra_inputs, hyper_names, knob_names
