@@ -139,3 +139,55 @@ def test_kl_regularised_optimum_is_the_tilted_reference_and_maximises_the_object
     assert _t.allclose(kl_regularised_optimum(ref, r, beta=0.0), _t.tensor([0.4, 0.6, 0.0], dtype=_t.float64))
     with pytest.raises(ValueError, match="beta"):
         kl_regularised_optimum(ref, r, beta=-1.0)
+
+
+def test_k3_loss_optimum_by_hand_and_stationary():
+    import torch as _t
+
+    from rlnb.algos import k3_loss_optimum
+
+    pi = k3_loss_optimum(_t.tensor([0.5, 0.5]), _t.tensor([1.0, 0.0]), beta=1.0)
+    # by hand: 0.5/(l - 1) + 0.5/l = 1 -> l^2 - 2l + 0.5 = 0 -> l = 1 + 1/sqrt(2), pi(1) = 0.5/(l - 1) = 1/sqrt(2)
+    assert abs(float(pi[0]) - 2 ** -0.5) < 1e-12 and abs(float(pi.sum()) - 1) < 1e-12
+    ref, r = _t.tensor([0.02, 0.03, 0.95], dtype=_t.float64), _t.tensor([1.0, 1.0, 0.0], dtype=_t.float64)
+    pi = k3_loss_optimum(ref, r, beta=0.5)
+    lam = r + 0.5 * ref / pi                                           # r + beta pi_ref / pi: one value at the optimum
+    assert float(lam.max() - lam.min()) < 1e-9
+    obj = lambda p: float((p * r).sum() - 0.5 * (ref * (ref / p).log()).sum())  # noqa: E731  E[r] - beta KL(ref || pi)
+    for q in (_t.tensor([0.1, 0.1, 0.8]), _t.tensor([0.3, 0.4, 0.3]), ref):
+        assert obj(pi) > obj(q.double())
+
+
+def test_k3_in_the_loss_has_the_gradient_of_kl_ref_to_pi_on_one_token():
+    import torch as _t
+
+    from rlnb.algos.kl import k3
+
+    logits = _t.tensor([0.3, -1.0, 0.5, 2.0], dtype=_t.float64, requires_grad=True)
+    ref = _t.tensor([0.1, 0.2, 0.3, 0.4], dtype=_t.float64)
+    logp = logits.log_softmax(0)
+    expected_k3 = (logp.exp().detach() * k3(logp, ref.log())).sum()   # E_{y ~ pi}[k3], sampling not differentiated
+    g_k3, = _t.autograd.grad(expected_k3, logits, retain_graph=True)
+    g_fwd, = _t.autograd.grad((ref * (ref.log() - logp)).sum(), logits)   # grad KL(pi_ref || pi)
+    assert _t.allclose(g_k3, g_fwd, atol=1e-12)
+
+
+def test_the_sequence_kl_tilt_bound_does_not_hold_for_the_k3_objective():
+    import math
+
+    import torch as _t
+
+    from rlnb.algos import k3_loss_optimum, kl_regularised_optimum
+
+    ref, r = _t.tensor([0.005, 0.005, 0.99], dtype=_t.float64), _t.tensor([1.0, 1.0, 0.0], dtype=_t.float64)
+    seq, tok = kl_regularised_optimum(ref, r, beta=0.5), k3_loss_optimum(ref, r, beta=0.5)
+    assert float((seq / ref).max()) <= math.e ** 2 + 1e-12            # the bound, for the objective it belongs to
+    assert float((tok / ref).max()) > 5 * math.e ** 2                 # beta < dr: no cap; about (1 - beta)/q = 50
+    assert abs(float(tok[0] / ref[0]) - 0.5 / 0.01) < 2
+    for q in (0.5, 0.1, 0.01, 1e-4):                                   # beta = 2 > dr = 1: capped by beta/(beta - dr)
+        ref = _t.tensor([q, 1 - q], dtype=_t.float64)
+        tilt = float(k3_loss_optimum(ref, _t.tensor([1.0, 0.0]), beta=2.0)[0] / q)
+        assert tilt <= 2 + 1e-9
+    assert tilt > 1.99 and tilt > math.e ** 0.5                       # near the cap, past the sequence bound
+    with pytest.raises(ValueError, match="beta"):
+        k3_loss_optimum(ref, _t.tensor([1.0, 0.0]), beta=0.0)

@@ -31,7 +31,13 @@ from rlnb.algos.advantages_token_baseline import sum_pi_squared
 from rlnb.algos.aggregation import AGGREGATIONS
 from rlnb.algos.entropy import ENTROPY_BONUSES, EntropyThermostat, entropy_bonus, top_entropy_mask
 from rlnb.algos.filters import FILTERS, PassRateHistory
-from rlnb.algos.kl import KL_ESTIMATORS, AdaptiveKLController, kl_penalized_rewards, kl_regularised_optimum
+from rlnb.algos.kl import (
+    KL_ESTIMATORS,
+    AdaptiveKLController,
+    k3_loss_optimum,
+    kl_penalized_rewards,
+    kl_regularised_optimum,
+)
 from rlnb.algos.losses import POLICY_LOSSES, LossOut
 from rlnb.algos.losses_trust_region import bernoulli_kl, topk_divergence
 from rlnb.algos.registry import Registry, bind, extra_inputs, hyper_names, knob_names
@@ -48,6 +54,6 @@ __all__ = [
     "ADVANTAGES", "AGGREGATIONS", "ENTROPY_BONUSES", "FILTERS", "KL_ESTIMATORS", "POLICY_LOSSES",
     "ROLLOUT_CORRECTIONS", "SEQUENCE_REDUCTIONS", "AdaptiveKLController", "Correction", "EntropyThermostat", "LossOut", "PassRateHistory", "Registry",
     "ValueHead", "ValueLossOut",
-    "bernoulli_kl", "bind", "entropy_bonus", "extra_inputs", "gae", "hyper_names", "importance_corrected_kl", "kl_penalized_rewards", "kl_regularised_optimum", "knob_names",
+    "bernoulli_kl", "bind", "entropy_bonus", "extra_inputs", "gae", "hyper_names", "importance_corrected_kl", "k3_loss_optimum", "kl_penalized_rewards", "kl_regularised_optimum", "knob_names",
     "overlong_penalty", "sum_pi_squared", "top_entropy_mask", "topk_divergence", "value_loss",
 ]

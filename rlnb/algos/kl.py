@@ -205,3 +205,37 @@ def kl_regularised_optimum(ref_probs: torch.Tensor, rewards: torch.Tensor, *, be
         top = (rewards == rewards.max()).double() * ref_probs                     # (N,)
         return top / top.sum()
     return torch.softmax(ref_probs.log() + rewards / beta, dim=0)                  # (N,)
+
+
+def k3_loss_optimum(ref_probs: torch.Tensor, rewards: torch.Tensor, *, beta: float) -> torch.Tensor:
+    """The policy that maximises E_pi[r] - beta KL(pi_ref || pi) over a fixed set of outcomes: what k3 in the loss
+    optimises when one token is the whole completion (k3's gradient averages to KL(pi_ref || pi)'s, see ``k3_plus``).
+    It is not ``kl_regularised_optimum``: that one is the sequence-level KL(pi || pi_ref) objective's.
+
+    The derivative with a multiplier for sum pi = 1: r(y) + beta pi_ref(y) / pi(y) = lambda, so
+    pi(y) = beta pi_ref(y) / (lambda - r(y)), with lambda in (r_max, r_max + beta] fixed by sum pi = 1 (bisection:
+    the sum falls as lambda grows). Its tilt pi / pi_ref = beta / (lambda - r) is at most beta / (beta - dr) when
+    beta > dr = r_max - r_min; for beta <= dr nothing but pi <= 1 caps it: a rare paid outcome can grow toward
+    1 / pi_ref, far past the sequence objective's e^(dr / beta).
+
+    >>> pi = k3_loss_optimum(torch.tensor([0.5, 0.5]), torch.tensor([1.0, 0.0]), beta=1.0)  # lambda = 1 + 1/sqrt(2)
+    >>> round(float(pi[0]), 6) == round(2 ** -0.5, 6)
+    True
+    """
+    check_number("beta", beta, low=0.0)
+    if beta == 0:
+        raise ValueError("beta: expected > 0 (at beta = 0 every objective is E[r]: see kl_regularised_optimum)")
+    ref_probs, rewards = torch.as_tensor(ref_probs, dtype=torch.float64), torch.as_tensor(rewards, dtype=torch.float64)
+    if ref_probs.shape != rewards.shape or ref_probs.dim() != 1:
+        raise ValueError(f"ref_probs, rewards: expected two (N,) tensors, got {tuple(ref_probs.shape)} and "
+                         f"{tuple(rewards.shape)}")
+    if (ref_probs < 0).any() or abs(float(ref_probs.sum()) - 1) > 1e-6:
+        raise ValueError("ref_probs: expected probabilities >= 0 that sum to 1")
+    top = float(rewards[ref_probs > 0].max())                    # outcomes pi_ref never samples stay at 0
+    lo, hi = top, top + beta                                     # sum(lo+) = inf > 1 >= sum(hi)
+    for _ in range(200):
+        lam = (lo + hi) / 2
+        total = float((beta * ref_probs / (lam - rewards).clamp(min=1e-300))[ref_probs > 0].sum())
+        lo, hi = (lam, hi) if total > 1 else (lo, lam)
+    pi = torch.where(ref_probs > 0, beta * ref_probs / (hi - rewards).clamp(min=1e-300), torch.zeros_like(ref_probs))
+    return pi / pi.sum()                                         # (N,) the last bisection step's rounding, removed

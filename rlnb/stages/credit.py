@@ -94,6 +94,80 @@ def mc_token_advantages(values: torch.Tensor, mask: torch.Tensor) -> torch.Tenso
     return (values[:, 1:] - values[:, :-1]) * mask.to(values.dtype)    # (R, T)
 
 
+def continuation_values(model, tokenizer, task, prompt_ids: torch.Tensor, prefixes, answer, *, K: int = 8,
+                        max_new_tokens: int = 32, temperature: float = 1.0, top_p: float = 1.0,
+                        generator: torch.Generator | None = None) -> torch.Tensor:
+    """(n,) V(prompt + prefix) for each of n ``prefixes`` (1-D tensors of completion token ids): the mean outcome
+    reward of K continuations sampled from it, each ending at EOS or at ``max_new_tokens`` completion tokens in all.
+    ``prompt_ids`` (Tp,) the prompt's real tokens (no padding); ``answer`` what ``task.reward`` checks against.
+    ``prefix_values`` measures every prefix of whole completions; this measures only the ones you name.
+    """
+    task = _tasks.get(task) if isinstance(task, str) else task
+    if isinstance(K, bool) or not isinstance(K, int) or K < 1:
+        raise ValueError(f"K: expected a positive int (continuations per prefix), got {K!r}")
+    prefixes = [torch.as_tensor(p, dtype=torch.long).flatten() for p in prefixes]
+    if not prefixes or max(len(p) for p in prefixes) >= max_new_tokens:
+        raise ValueError(f"prefixes: expected a non-empty list, each shorter than max_new_tokens={max_new_tokens}")
+    prompt_ids = torch.as_tensor(prompt_ids, dtype=torch.long).flatten()
+    scorer, count, out = outcome_rewarder(task), {"sequences": 0, "sampled_tokens": 0, "forwards": 0}, []
+    was_training = model.training
+    model.eval()
+    try:
+        for p in prefixes:  # one prefix at a time: each has its own token budget
+            out.append(_continue(model, tokenizer, scorer, [torch.cat([prompt_ids, p])], [p], [answer], K=K,
+                                 budget=max_new_tokens - len(p), temperature=temperature, top_p=top_p,
+                                 generator=generator, count=count))
+    finally:
+        model.train(was_training)
+    return torch.cat(out)                                                  # (n,)
+
+
+def branch_credit(ids: torch.Tensor, rewards: torch.Tensor, prefix, *, weights: torch.Tensor | None = None,
+                  baselines: torch.Tensor | None = None) -> dict:
+    """Uniform and Monte-Carlo credit of each next token after one prefix s, from whole completions of one prompt.
+
+    ``ids`` (N, T) completions, ``rewards`` (N,), ``prefix`` (t,) token ids: the rows that start with it are at
+    state s. ``weights`` (N,): each completion's probability when ``ids`` enumerates them all (exact), or None for
+    samples (equal weights). ``baselines`` (N,): what each row's uniform advantage subtracts (default V(s0), the
+    prompt's value: the weighted mean reward). Returns ``{"V(s0)", "V(s)", "tokens": {x: {"share", "V(s,x)",
+    "uniform", "mc"}}}``: ``uniform`` the mean of r - b over the rows that chose x at s, ``mc`` = V(s,x) - V(s).
+    With b = V(s0), uniform - mc = V(s) - V(s0) for every x: uniform credit is Monte Carlo's plus a term
+    that does not depend on the token, which is why its gradient is unbiased (not because the two are equal).
+
+    >>> ids = torch.tensor([[5, 0], [6, 7], [6, 8]]); r = torch.tensor([1.0, 1.0, 0.0])
+    >>> out = branch_credit(ids, r, [6], weights=torch.tensor([0.5, 0.25, 0.25]))
+    >>> out["V(s0)"], out["V(s)"], out["tokens"][7]["uniform"], out["tokens"][7]["mc"], out["tokens"][8]["mc"]
+    (0.75, 0.5, 0.25, 0.5, -0.5)
+    """
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
+        raise ValueError(f"ids: expected an (N, T) tensor of completion token ids, got {_shape(ids)}")
+    N, T = ids.shape
+    rewards = torch.as_tensor(rewards, dtype=torch.float64)
+    w = torch.ones(N, dtype=torch.float64) if weights is None else torch.as_tensor(weights, dtype=torch.float64)
+    for name, x in (("rewards", rewards), ("weights", w)):
+        if x.shape != (N,):
+            raise ValueError(f"{name}: expected shape ({N},) to match ids {tuple(ids.shape)}, got {tuple(x.shape)}")
+    prefix = torch.as_tensor(prefix, dtype=torch.long).flatten()
+    t = len(prefix)
+    if t >= T:
+        raise ValueError(f"prefix: expected fewer than {T} tokens (the completions' width), got {t}")
+    v0 = float((w * rewards).sum() / w.sum())
+    b = torch.full((N,), v0, dtype=torch.float64) if baselines is None else torch.as_tensor(baselines, dtype=torch.float64)
+    if b.shape != (N,):
+        raise ValueError(f"baselines: expected shape ({N},), got {tuple(b.shape)}")
+    at_s = (ids[:, :t] == prefix).all(1)                                  # (N,) rows at state s
+    if not at_s.any():
+        raise ValueError(f"prefix: no completion starts with {prefix.tolist()}")
+    mean = lambda m, x: float((w[m] * x[m]).sum() / w[m].sum())  # noqa: E731
+    vs, tokens = mean(at_s, rewards), {}
+    for x in ids[at_s, t].unique().tolist():
+        took = at_s & (ids[:, t] == x)                                      # (N,) rows that chose x at s
+        vsx = mean(took, rewards)
+        tokens[x] = {"share": float(w[took].sum() / w[at_s].sum()), "V(s,x)": vsx,
+                     "uniform": mean(took, rewards - b), "mc": vsx - vs}
+    return {"V(s0)": v0, "V(s)": vs, "tokens": tokens}
+
+
 def outcome_rewarder(task, *, on_error: str = "raise", time_limit: float | None = None) -> Rewarder:
     """A Rewarder of one function, ``outcome``: ``task.reward(text, answer).reward`` per text (the task's own
     format weight, no shaping), so prefix values share the training Rewarder's time limit and error policy."""
