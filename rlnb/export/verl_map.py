@@ -233,6 +233,10 @@ def _kl_entropy(r: Recipe, m: VerlMapping) -> None:
     if r.kl_in_reward and r.beta > 0:
         m.overrides.update({"algorithm.use_kl_in_reward": True, "algorithm.kl_penalty": "k1",
                             "algorithm.kl_ctrl.kl_coef": r.beta, A + "use_kl_loss": False})
+        if r.critic:
+            m.differences.append(Gap("kl_in_reward", True, "verl puts each token's KL penalty on that token, so "
+                                     "GAE credits it only to the tokens before it; rlnb adds -beta sum_t k1 to "
+                                     "the outcome reward on the last token"))
         if r.kl_target is not None:
             m.overrides.update({"algorithm.kl_ctrl.type": "adaptive", "algorithm.kl_ctrl.target_kl": r.kl_target,
                                 "algorithm.kl_ctrl.horizon": r.kl_horizon})
