@@ -135,7 +135,7 @@ def to_verl(recipe: str | Recipe = "grpo", task="add", *, model: str | None = No
                     ("tensor_parallel", tensor_parallel), ("max_prompt_length", max_prompt_length)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise ValueError(f"{name}: expected a positive int, got {v!r}")
-    data_dir = Path(data_dir)
+    data_dir = Path(data_dir).resolve()  # verl's workers read it from their own working directory
     run = _run_overrides(r, model=model, steps=steps, n_gpus=n_gpus, nnodes=nnodes, micro_batch=micro_batch,
                          rollout=rollout, tensor_parallel=tensor_parallel, max_prompt_length=max_prompt_length,
                          data_dir=data_dir, seed=seed)
