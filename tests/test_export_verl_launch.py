@@ -97,3 +97,15 @@ def test_running_without_verls_stack_says_what_to_install(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "ray" else real(n, *a))
     with pytest.raises(SystemExit, match=r"pip install 'rlnb\[verl\]'"):
         main(["--recipe", "grpo", "--quiet"])
+
+
+def test_the_exits_table_in_the_docs_is_current():
+    import re
+    from pathlib import Path
+
+    from rlnb.export.exits import exits_table
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "scaling_up.md").read_text()
+    block = re.search(r"<!-- exits:start -->\n(.*?)\n<!-- exits:end -->", text, re.S)
+    assert block and block.group(1) == exits_table(), "docs/scaling_up.md's exits table is stale: " \
+        "python scripts/regen_tables.py"
