@@ -13,8 +13,9 @@ import torch
 trl = pytest.importorskip("trl", reason="the TRL bridge needs trl (pip install 'rlnb[trl]')")
 
 import rlnb  # noqa: E402
+from rlnb import Batch  # noqa: E402
 from rlnb.export import to_trl, trl_mapping  # noqa: E402
-from tests.export_batch import G, LENGTHS, P, T, TINY, fake_batch, rlnb_loss  # noqa: E402,F401
+from tests.export_batch import LENGTHS, TINY, G, P, T, fake_batch, rlnb_loss  # noqa: E402,F401
 
 NO_CKPT = {"gradient_checkpointing": False}
 LOSS_FIELDS = {"loss", "aggregation", "eps_low", "eps_high", "dual_clip_c", "cispo_cap", "beta", "kl_estimator",

@@ -33,7 +33,7 @@ from verl.utils.config import omega_conf_to_dataclass  # noqa: E402
 import rlnb  # noqa: E402
 from rlnb import Batch  # noqa: E402
 from rlnb.export import to_verl  # noqa: E402
-from tests.export_batch import G, LENGTHS, P, T, TINY, fake_batch, rlnb_loss  # noqa: E402
+from tests.export_batch import LENGTHS, TINY, G, P, T, fake_batch, rlnb_loss  # noqa: E402
 
 NAMES = rlnb.recipes.names()
 LOSS_FIELDS = {"loss", "aggregation", "beta", "kl_estimator", "entropy_aggregation", "top_entropy_quantile",

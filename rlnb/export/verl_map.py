@@ -299,14 +299,3 @@ def hydra_value(value) -> str:
 def hydra_overrides(overrides: dict) -> list[str]:
     """``['key=value', '+new.key=value', ...]``: ``+`` for the keys verl reads but its yaml leaves out."""
     return [("+" if k.startswith(NEW_KEYS) else "") + f"{k}={hydra_value(v)}" for k, v in overrides.items()]
-
-
-def mapping_table(names: list[str] | None = None) -> str:
-    """A markdown table: each recipe's verl settings and what verl cannot express (docs, notebook 15)."""
-    lines = ["| recipe | adv_estimator | loss_mode | loss_agg_mode | not expressible in verl |", "|---|---|---|---|---|"]
-    for name in names or recipes_mod.names():
-        o, m = verl_mapping(name).overrides, verl_mapping(name)
-        gaps = ", ".join(f"`{g.field}={g.value!r}`" for g in m.unsupported) or "-"
-        lines.append(f"| `{name}` | `{o['algorithm.adv_estimator']}` | `{o[A + 'policy_loss.loss_mode']}` | "
-                     f"`{o[A + 'loss_agg_mode']}` | {gaps} |")
-    return "\n".join(lines)

@@ -12,10 +12,10 @@ parts come back too, for verl's logs and for GDPO (``algorithm.gdpo_reward_keys`
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 
-@lru_cache(maxsize=None)
+@cache
 def _funcs(task: str) -> dict:
     from rlnb import tasks
 
