@@ -39,7 +39,7 @@ def test_dry_run_prints_a_command_that_composes_and_every_gap(name, capsys):
     try:
         import_verl(modules=("verl.trainer.config",))
     except ImportError as e:
-        pytest.skip(f"verl is not importable ({e}): pip install --no-deps verl==0.9.1 (make install does)")
+        pytest.skip(str(e))
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
@@ -80,7 +80,7 @@ def test_data_is_verls_layout_and_verls_loader_scores_it(tmp_path):
 
         load = import_verl(modules=("verl.utils.import_utils",))["verl.utils.import_utils"].load_extern_object
     except ImportError as e:
-        pytest.skip(f"verl is not importable ({e}): pip install --no-deps verl==0.9.1 (make install does)")
+        pytest.skip(str(e))
     fn = load(module_path=exp.overrides["reward.custom_reward_function.path"],
               object_name=exp.overrides["reward.custom_reward_function.name"])
     info = dict(row["extra_info"])

@@ -57,7 +57,8 @@ def import_verl(verl_src: str | Path | None = None, *, stub: str = "missing", mo
     if verl_src is not None:
         sys.path.insert(0, str(verl_src))
     if not _importable("verl"):
-        raise ImportError("verl is not importable: pip install --no-deps verl==0.9.1 (or pass its unpacked wheel)")
+        raise ImportError("verl is not importable: pip install --no-deps verl==0.9.1 (make install does), or pass "
+                          "its unpacked wheel")
     names = [n for n in STUBBED if stub == "all" or not _importable(n)]
     finder = _Stubs(names)
     sys.meta_path.insert(0, finder)
