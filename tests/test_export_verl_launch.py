@@ -109,3 +109,53 @@ def test_the_exits_table_in_the_docs_is_current():
     block = re.search(r"<!-- exits:start -->\n(.*?)\n<!-- exits:end -->", text, re.S)
     assert block and block.group(1) == exits_table(), "docs/scaling_up.md's exits table is stale: " \
         "python scripts/regen_tables.py"
+
+
+def _moved(v):
+    """Another legal-looking value of a bool or a number (None: not a kind this test moves)."""
+    if isinstance(v, bool):
+        return not v
+    if isinstance(v, int):
+        return v + 1
+    if isinstance(v, float):
+        return v * 0.5 if v > 0 else 0.1
+    return None
+
+
+CRITIC_ONLY = ("gamma", "lam", "whiten_advantages", "vf_coef", "cliprange_value")
+DORMANT = {  # knobs that do nothing in rlnb either under these conditions
+    "use_bias_correction_kl": lambda r: r.beta == 0 or r.kl_in_reward, "kl_in_reward": lambda r: r.beta == 0,
+    "kl_horizon": lambda r: r.kl_target is None, "entropy_coef_delta": lambda r: r.entropy_target is None,
+    "entropy_coef_max": lambda r: r.entropy_target is None, **{k: lambda r: not r.critic for k in CRITIC_ONLY}}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_knob_is_dropped(name):
+    """Move each bool and number knob of the recipe: the verl overrides change, or the report names the knob
+    (a gap, a difference, a note), unless the knob cannot act (declared inert, dormant, or its whole registry
+    entry is already reported as not expressible)."""
+    from rlnb.algos.resolve import inert_knobs
+    from rlnb.core.knobs import UNSET
+    from rlnb.export import verl_mapping
+
+    base = rlnb.recipes.get(name, num_iterations=2)            # the ratio can leave 1: clip knobs act
+    before, stages = verl_mapping(base), base.hyperparameters()
+    values = {k: v for d in stages.values() for k, v in d.items()}
+    checked = 0
+    for knob in rlnb.Recipe.knobs():
+        value = values.get(knob, getattr(base, knob))
+        new = _moved(value) if value is not UNSET else None
+        if new is None or knob in ("prompts_per_step", "num_mini_batches") or new == getattr(rlnb.Recipe(), knob):
+            continue
+        try:
+            r = base.replace(**{knob: new})
+            after = verl_mapping(r)
+        except (ValueError, TypeError):
+            continue                                          # not a legal value here
+        owner = next((s for s in ("advantage", "loss") if knob in stages[s]), None)
+        if knob in inert_knobs(r) or DORMANT.get(knob, lambda r: False)(r) or \
+                owner in {g.field for g in after.unsupported}:
+            continue
+        assert after.overrides != before.overrides or knob in after.report(), (knob, value, new)
+        checked += 1
+    assert checked >= 10
