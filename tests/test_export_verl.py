@@ -193,3 +193,40 @@ def test_advantage_equals_verl(name, composed):
         return
     torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
     assert ours.abs().sum() > 0
+
+
+@pytest.mark.parametrize("name", ["rloo", "ppo"])
+def test_kl_in_the_reward_equals_verl(name, composed):
+    """The KL in the reward: rlnb's Rewarder and Advantager against verl's ``apply_kl_penalty`` (token rewards
+    minus kl_coef x ``kl_penalty(old, ref, algorithm.kl_penalty)``) and its estimator. Equal for an outcome
+    estimator (RLOO sums the token rewards); for GAE the placement differs, as the report says."""
+    recipe = tiny(name)
+    exp, cfg = composed(recipe)
+    algo = omega_conf_to_dataclass(cfg.algorithm)
+    t = fake_batch(noise=0.3)
+    mask, B = t["mask"].float(), P * G
+    correct = torch.tensor([1., 0, 1, 1, 1, 0])
+    trainer = rlnb.Trainer.tiny(recipe)
+    answers = ["531"] * B
+    completions = ["4+7=11;8+4=12;2+2=4>531" if c else "nope" for c in correct.tolist()]
+    batch = Batch(["284+247="] * B, answers, torch.arange(B) // G, G, completions=completions, mask=mask,
+                  old_logp=t["old"].float(), ref_logp=t["ref"].float(), completion_ids=t["ids"])
+    scored = trainer.rewarder.step(batch)
+    kld = V.kl_penalty(t["old"].float(), t["ref"].float(), algo.kl_penalty) * mask
+    lengths = mask.sum(-1).long()
+    scores = torch.zeros(B, T).index_put_((torch.arange(B), lengths - 1), scored.reward_parts["correct"])
+    token_rewards = scores - algo.kl_ctrl.kl_coef * kld                                  # apply_kl_penalty
+    torch.testing.assert_close(scored.rewards, token_rewards.sum(-1), rtol=1e-6, atol=1e-6)
+    assert scored.reward_parts["kl_penalty"].abs().sum() > 0
+    values = torch.linspace(-0.5, 0.8, B * T).reshape(B, T) * mask if recipe.critic else None
+    ours = trainer.advantager.step(scored.replace(old_values=values)).adv
+    ours = ours if ours.dim() == 2 else ours[:, None] * mask
+    index = np.repeat(np.arange(P), G).astype(str)
+    if recipe.critic:
+        theirs, _ = V.compute_gae_advantage_return(token_rewards, values, mask, gamma=algo.gamma, lam=algo.lam)
+        assert "kl_in_reward" in {g.field for g in exp.differences}
+        assert not torch.allclose(ours, theirs * mask, atol=1e-4)
+    else:
+        theirs, _ = V.get_adv_estimator_fn(algo.adv_estimator)(token_level_rewards=token_rewards, response_mask=mask,
+                                                               config=algo, index=index)
+        torch.testing.assert_close(ours, theirs * mask, rtol=1e-5, atol=1e-6)
