@@ -12,6 +12,9 @@ EXTRAS ?= dev,triton,browser,trl,peft,site
 # what a learner needs for every notebook (15_your_own_model runs TRL and PEFT); the wheelhouse and its README
 # command use these, tests/test_wheelhouse.py keeps them equal
 COURSE_EXTRAS ?= triton,trl,peft
+# verl's wheel alone, without its dependencies (it pins ray, vllm-era packages ...): enough for the verl export's
+# CPU tests (its config files, core_algos); the full stack is the `verl` extra
+VERL_SPEC ?= verl==0.9.1
 WHEELHOUSE ?= wheelhouse
 # pytest workers: the suite runs each test on one thread, so two workers use both cores of a 2-core machine.
 # --dist loadfile keeps each notebook (its cells share one kernel) and each test module whole on one worker.
@@ -31,6 +34,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
+	$(BIN)/python -m pip install -q --no-deps "$(VERL_SPEC)"
 	rm -f $(VENV)/.installed-*
 	touch $@
 

@@ -6,42 +6,25 @@ verl is not a dependency: fetch its wheel and unpack it, then point this script 
     unzip -q /tmp/verl/verl-0.9.1-py3-none-any.whl -d /tmp/verl/src
     PYTHONPATH=. python scripts/compare_verl.py /tmp/verl/src
 
-verl's heavy imports (ray, omegaconf, tensordict, ...) are replaced by empty stand-ins: only the pure
-tensor functions of ``verl/trainer/ppo/core_algos.py`` run. Covers the entries of issue 32 (gdpo, gpg,
-the optimal token baselines, dro, k1+, abs+); "expected" rows are conventions rlnb documents.
+verl's heavy imports (ray, omegaconf, tensordict, ...) are replaced by empty stand-ins (``rlnb.export.verl_import``):
+only the pure tensor functions of ``verl/trainer/ppo/core_algos.py`` run. Covers the entries of issue 32 (gdpo,
+gpg, the optimal token baselines, dro, k1+, abs+); "expected" rows are conventions rlnb documents.
 """
 
-import importlib.abc
-import importlib.machinery
 import sys
+from pathlib import Path
 from types import SimpleNamespace
-from unittest import mock
 
 import numpy as np
 import torch
 
-STUBBED = {"ray", "tensordict", "codetiming", "hydra", "wandb", "peft", "liger_kernel", "flash_attn", "vllm",
-           "sglang", "torchdata", "pylatexenc", "mathruler", "qwen_vl_utils", "pybind11", "dill", "accelerate",
-           "datasets", "pyarrow", "omegaconf", "orjson"}
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-
-class _Stubs(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, name, path, target=None):
-        return importlib.machinery.ModuleSpec(name, self, is_package=True) if name.split(".")[0] in STUBBED else None
-
-    def create_module(self, spec):
-        m = mock.MagicMock()
-        m.__path__, m.__spec__, m.__name__ = [], spec, spec.name
-        return m
-
-    def exec_module(self, module):
-        pass
+from rlnb.export.verl_import import import_verl  # noqa: E402
 
 
 def main(verl_src: str) -> dict:
-    sys.meta_path.insert(0, _Stubs())
-    sys.path.insert(0, verl_src)
-    import verl.trainer.ppo.core_algos as V
+    V = import_verl(verl_src, stub="all", modules=("verl.trainer.ppo.core_algos",))["verl.trainer.ppo.core_algos"]
 
     from rlnb.algos import ADVANTAGES, KL_ESTIMATORS, POLICY_LOSSES
 

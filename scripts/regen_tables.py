@@ -1,10 +1,11 @@
-"""Rewrite the generated tables: the README's recipe and claims tables and docs/knobs.md's knob table.
+"""Rewrite the generated tables: the README's recipe and claims tables, docs/knobs.md's knob table and
+docs/scaling_up.md's table of the three exits.
 
     python scripts/regen_tables.py
 
 The recipe and knob tables come from the declarations (``rlnb.recipes``, ``rlnb.Recipe``'s knobs), the claims
-table from the results files (``rlnb.studies.claims``); tests/test_knobs.py, tests/test_recipes.py and
-tests/test_claims.py fail when a committed table differs from what this writes.
+table from the results files (``rlnb.studies.claims``); tests/test_knobs.py, tests/test_recipes.py,
+tests/test_claims.py and tests/test_export_verl_launch.py fail when a committed table differs from what this writes.
 """
 
 import re
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import rlnb
 from rlnb.algos.resolve import knob_table_markdown
+from rlnb.export.exits import exits_table
 from rlnb.studies import claims
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,4 +32,6 @@ if __name__ == "__main__":
     fill(ROOT / "README.md", "claims", claims.table_markdown())
     fill(ROOT / "docs" / "studies.md", "second-attempt", claims.studies_markdown().rstrip("\n"))
     fill(ROOT / "docs" / "knobs.md", "knobs", knob_table_markdown(rlnb.Recipe))
-    print("wrote README.md (recipes, claims), docs/knobs.md (knobs) and docs/studies.md (second attempt)")
+    fill(ROOT / "docs" / "scaling_up.md", "exits", exits_table())
+    print("wrote README.md (recipes, claims), docs/knobs.md (knobs), docs/studies.md (second attempt) and "
+          "docs/scaling_up.md (exits)")

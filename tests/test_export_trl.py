@@ -13,53 +13,13 @@ import torch
 trl = pytest.importorskip("trl", reason="the TRL bridge needs trl (pip install 'rlnb[trl]')")
 
 import rlnb  # noqa: E402
-import rlnb.stages.update as update_mod  # noqa: E402
 from rlnb import Batch  # noqa: E402
 from rlnb.export import to_trl, trl_mapping  # noqa: E402
-from rlnb.models.forward import PolicyOut  # noqa: E402
+from tests.export_batch import LENGTHS, TINY, G, P, T, fake_batch, rlnb_loss  # noqa: E402,F401
 
-P, G, T = 2, 3, 5
-LENGTHS = [5, 3, 1, 4, 2, 5]  # valid tokens per row, right-padded
-TINY = dict(prompts_per_step=P, num_generations=G, max_new_tokens=8, warmup_steps=0)
 NO_CKPT = {"gradient_checkpointing": False}
 LOSS_FIELDS = {"loss", "aggregation", "eps_low", "eps_high", "dual_clip_c", "cispo_cap", "beta", "kl_estimator",
                "kl_in_reward", "critic", "entropy_coef", "entropy_aggregation", "top_entropy_quantile"}
-
-
-def fake_batch(*, noise: float, seed: int = 0, rows_masked=()):
-    """Log-probs of a policy that moved away from the rollout policy by ``noise`` (so ratios leave 1 and
-    clipping fires), signed advantages, and a reference policy; float64 so the two sides agree to 1e-12."""
-    g = torch.Generator().manual_seed(seed)
-    B = P * G
-    mask = (torch.arange(T)[None] < torch.tensor(LENGTHS)[:, None]).long()          # (B, T)
-    mask[list(rows_masked)] = 0
-    logp = -torch.rand(B, T, generator=g, dtype=torch.float64) * 2 * mask          # (B, T)
-    old = (logp + noise * torch.randn(B, T, generator=g, dtype=torch.float64)) * mask
-    ref = (logp + 0.2 * torch.randn(B, T, generator=g, dtype=torch.float64)) * mask
-    ent = torch.rand(B, T, generator=g, dtype=torch.float64) * mask
-    adv = torch.tensor([1.2, -0.3, -0.9, 0.5, -1.4, 0.9], dtype=torch.float64)      # (B,)
-    ids = torch.randint(3, 50, (B, T), generator=g) * mask
-    prompt_ids, prompt_mask = torch.randint(3, 50, (B, 4), generator=g), torch.ones(B, 4, dtype=torch.long)
-    return dict(logp=logp, old=old, ref=ref, ent=ent, adv=adv, mask=mask, ids=ids, prompt_ids=prompt_ids,
-                prompt_mask=prompt_mask)
-
-
-def rlnb_loss(recipe, t):
-    """rlnb's Updater loss (the registry entries the Trainer binds) on the given log-probs."""
-    trainer = rlnb.Trainer.tiny(recipe)
-    logp, ent = t["logp"].clone().requires_grad_(True), t["ent"].clone().requires_grad_(True)
-    B = P * G
-    batch = Batch(["p"] * B, ["a"] * B, torch.arange(B) // G, G, prompt_ids=t["prompt_ids"],
-                  prompt_mask=t["prompt_mask"], completion_ids=t["ids"], mask=t["mask"].double(), old_logp=t["old"],
-                  ref_logp=t["ref"], adv=t["adv"], keep=torch.ones(B, dtype=torch.bool), rollout_logp=t.get("mu"))
-    saved = update_mod.completion_logprobs
-    update_mod.completion_logprobs = lambda *a, **k: PolicyOut(logp, ent, None, None, None)
-    try:
-        total = trainer.updater.loss(batch).total
-    finally:
-        update_mod.completion_logprobs = saved
-    total.backward()
-    return total.detach(), logp.grad, ent.grad
 
 
 def trl_loss(recipe, t, *, num_items=None):
