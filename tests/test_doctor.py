@@ -156,3 +156,35 @@ def test_the_real_timing_runs_and_reports_a_step_time(monkeypatch):
     (step,) = [r for r in results if r.name == "step time"]
     seconds = float(step.what.split(" s per")[0])  # no bound on it: a busy CI machine is not a failure
     assert step.status in ("ok", "note") and seconds > 0 and step.what.endswith("(median of 1)")
+
+
+def test_each_result_is_printed_as_it_is_known_and_a_line_comes_before_the_timing(healthy, monkeypatch):
+    """A slow laptop sees the checks at once and what the doctor is doing before the timed steps (the issue: 12
+    minutes with nothing printed)."""
+    said = []
+
+    def slow_steps(steps, **size):
+        said.append("<timing ran here>")
+        return 0.3
+
+    monkeypatch.setattr(doctor, "step_seconds", slow_steps)
+    results = doctor.run_checks(timing_steps=3, emit=said.append)
+    timing = said.index("<timing ran here>")
+    assert timing > 0 and said[timing - 1].startswith("timing 3 GRPO steps")
+    assert said[0] == results[0].line()  # the first check printed before anything slow
+    assert [s for s in said if s != "<timing ran here>" and not s.startswith("timing ")] == [r.line() for r in results]
+
+
+def test_rlnb_sets_passive_openmp_waits_before_torch_loads_unless_set(tmp_path):
+    """The doctor's timing (and every rlnb run) uses the wait policy the runtimes were measured with."""
+    import os
+    import subprocess
+    import sys
+
+    code = "import os, rlnb, torch; print(os.environ['OMP_WAIT_POLICY'])"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "PASSIVE"
+    out = subprocess.run([sys.executable, "-c", code], env={**env, "OMP_WAIT_POLICY": "ACTIVE"},
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "ACTIVE"

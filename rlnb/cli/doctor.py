@@ -231,15 +231,24 @@ def chapter_results(runtimes: dict, seconds: float | None) -> list[Result]:
     return out
 
 
-def run_checks(timing_steps: int | None = 5, **size) -> list[Result]:
-    """Every check, in the order a learner fixes them; ``timing_steps`` None skips the timing."""
+def run_checks(timing_steps: int | None = 5, emit=None, **size) -> list[Result]:
+    """Every check, in the order a learner fixes them; ``timing_steps`` None skips the timing. ``emit`` (if given)
+    gets each result as soon as it is known, and a line before the timing: a slow laptop shows progress at once."""
+    results: list[Result] = []
+
+    def add(*found: Result) -> None:
+        for r in found:
+            results.append(r)
+            if emit is not None:
+                emit(r.line())
+
     torch_facts = probe_torch()
-    results = [check_python(probe_python()), check_torch(torch_facts)]
+    add(check_python(probe_python()), check_torch(torch_facts))
     if torch_facts is not None:
-        results.append(check_threads(torch_facts["threads"], probe_cpu()))
-    results += [check_package(p, probe_version(p)) for p in MINIMUM]
+        add(check_threads(torch_facts["threads"], probe_cpu()))
+    add(*(check_package(p, probe_version(p)) for p in MINIMUM))
     folders = probe_lab_extensions()
-    results += [check_lab_extension(p, folders) for p in LAB_EXTENSIONS]
+    add(*(check_lab_extension(p, folders) for p in LAB_EXTENSIONS))
     try:  # read before the timing: a broken results file is named at once, not after the steps
         runtimes, broken = probe_runtimes(), None
     except ValueError as e:
@@ -248,19 +257,25 @@ def run_checks(timing_steps: int | None = 5, **size) -> list[Result]:
     seconds = None
     # a broken torch would make the timing fail with a traceback instead of the line that says how to fix it
     if timing_steps and torch_facts is not None:
+        if emit is not None:
+            emit(f"timing {timing_steps} GRPO steps on the default model (OMP_WAIT_POLICY="
+                 f"{os.environ.get('OMP_WAIT_POLICY', 'unset')}, as the runtimes were measured) ...")
         seconds = step_seconds(timing_steps, **size)
-        results.append(check_step_time(seconds, timing_steps))
-    return results + ([broken] if broken else chapter_results(runtimes, seconds))
+        add(check_step_time(seconds, timing_steps))
+    add(*([broken] if broken else chapter_results(runtimes, seconds)))
+    return results
 
 
-def report(results: list[Result]) -> int:
-    """Print one line per result and a verdict; 0 when nothing is a problem, else 1."""
-    for r in results:
-        print(r.line())
+def report(results: list[Result], *, printed: bool = False) -> int:
+    """Print one line per result (unless already ``printed``) and a verdict; 0 when nothing is a problem, else 1."""
+    if not printed:
+        for r in results:
+            print(r.line())
     problems = sum(r.status == "problem" for r in results)
     print("ready for the workshop" if not problems else f"{problems} problem(s): fix them and run rlnb doctor again")
     return 1 if problems else 0
 
 
 def cmd_doctor(args) -> int:
-    return report(run_checks(None if args.no_timing else args.steps))
+    say = lambda text: print(text, flush=True)  # noqa: E731
+    return report(run_checks(None if args.no_timing else args.steps, emit=say), printed=True)
