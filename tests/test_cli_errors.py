@@ -307,6 +307,6 @@ def test_every_parser_refuses_abbreviations():
     parsers = [build_parser(), launch_parser()]
     parsers += [p for a in parsers[0]._actions if getattr(a, "choices", None) and isinstance(a.choices, dict)
                 for p in a.choices.values()]
-    assert len(parsers) == 7 and all(p.allow_abbrev is False for p in parsers)  # rlnb, launch, 5 subcommands
+    assert len(parsers) == 9 and all(p.allow_abbrev is False for p in parsers)  # rlnb, launch, 7 subcommands
     with pytest.raises(SystemExit):
         parse(["--dev", "cpu"])                                      # rlnb bench loss: --device only in full
