@@ -38,16 +38,16 @@ class StagedStep:
         """The next stage's ``(stage, batch)``; re-raises what the step raised."""
         if self._last is None:
             if self._delivered is not None:  # the caller has the last stage: let the step go on to the next
-                self._delivered = None
-                self._go.set()
-            self._ready.wait()  # interrupted here, the stage stays undelivered and the helper parked after it
-            with deferred_interrupt():
-                self._ready.clear()
-                self._delivered = out = self.out
-                if isinstance(out, BaseException) or out[0] == "update":
-                    self._last = out
-        if self._last is None:
-            return out
+                with deferred_interrupt():  # clear, then go, whole: a Ctrl-C between them would park the step
+                    self._delivered = None
+                    self._ready.clear()
+                    self._go.set()
+            self._ready.wait()  # a Ctrl-C here leaves the stage undelivered: the next call waits for it again
+            out = self.out
+            final = isinstance(out, BaseException) or out[0] == "update"
+            self._delivered, self._last = out, (out if final else None)  # stores only, then the return
+            if not final:
+                return out
         self._go.set()
         self.thread.join()  # the commit and after_commit; interrupted here, the next call waits again
         self.done = True
