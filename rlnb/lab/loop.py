@@ -10,20 +10,17 @@ recorded in ``rlnb.run.owner``.
 
 from __future__ import annotations
 
-import time
-
 from rlnb.lab import points
 from rlnb.lab.fork import Branch, Forks
 from rlnb.lab.knobs import Queue, check_live
 from rlnb.lab.player import Player
 from rlnb.lab.scenarios import SCENARIOS, describe
 from rlnb.lab.staged import StagedStep
+from rlnb.lab.status import StepTimes, line
 from rlnb.lab.timeline import Timeline
 from rlnb.run import owner
 
-STATES = ("paused", "playing", "stepping")
-STAGES = ("sample", "reward", "advantage", "update")
-
+STATES = ("paused", "playing", "stepping")  # ``state``; a half-run step_stage() step shows as "stage X done"
 
 class LabLoop:
     """Drives ``trainer`` one step (or one stage) at a time, in a background thread when playing.
@@ -49,7 +46,7 @@ class LabLoop:
         trainer.log_knobs(*knobs)  # before the first kept point: a rewind there keeps logging them
         self.trainer, self.closed, self.error = trainer, False, None
         self.state, self.queue, self.scenarios = "paused", Queue(), SCENARIOS
-        self.step_seconds: list[float] = []
+        self.times = StepTimes()
         self.on_step = self.on_change = lambda *a: None
         self.player = Player()
         self._stage: StagedStep | None = None
@@ -144,10 +141,9 @@ class LabLoop:
     # --- stepping --------------------------------------------------------------------------------
     def _one_step(self):
         self._apply()
-        t0 = time.perf_counter()
-        record = self.trainer.step()
-        self._after_step(record)
-        self.step_seconds = (self.step_seconds + [time.perf_counter() - t0])[-10:]
+        with self.times.timing():
+            record = self.trainer.step()
+            self._after_step(record)
         return record
 
     def _after_step(self, record) -> None:
@@ -177,9 +173,8 @@ class LabLoop:
         self.state, self.error = "playing", None
         self.player.start(self._one_step, self.trainers(), steps, on_end=self._played, on_stopped=self._stopped)
 
-    def _played(self, error: str | None) -> None:
-        if error is not None:
-            self.error = error
+    def _played(self, error: str | None) -> None:  # in the thread, once it stops: a point is kept there
+        self.error = error if error is not None else self.error
         self.timeline.keep_now()
 
     def _stopped(self) -> None:
@@ -280,8 +275,7 @@ class LabLoop:
 
     # --- status and shutdown ---------------------------------------------------------------------
     def seconds_per_step(self) -> float | None:
-        s = sorted(self.step_seconds)
-        return s[len(s) // 2] if s else None
+        return self.times.median()
 
     def last_change(self, step: int | None = None):
         """The latest change made by the boundary after ``step`` (None: now), or None."""
@@ -291,14 +285,9 @@ class LabLoop:
         """"step 37 / playing / 1.1 s per step / last change: beta 0 -> 0.05 at step 30", about ``step`` (None:
         the trainer's step now; the panel passes the step its figure shows, so the two never disagree)."""
         step = self.trainer.step_count if step is None else step
-        sps, change = self.seconds_per_step(), self.last_change(step)
         half = self._stage is not None and isinstance(self._stage.out, tuple)
-        parts = [f"step {step}", f"stage {self._stage.out[0]} done" if half else self.state]
-        parts.append(f"{sps:.2g} s per step" if sps is not None else "- s per step")
-        parts.append(f"last change: {change}" if change else "no knob changed yet")
-        if self.pending:
-            parts.append("next step: " + ", ".join(f"{k}={v!r}" for k, v in self.pending.items()))
-        return " / ".join(parts + self.forks.status())
+        doing = f"stage {self._stage.out[0]} done" if half else self.state
+        return line(step, doing, self.seconds_per_step(), self.last_change(step), self.pending, self.forks.status())
 
     def close(self) -> None:
         """Stop the background work (waits for the step in progress; a half-run staged step is rolled
