@@ -8,8 +8,9 @@ import sys
 import threading
 
 import pytest
+import torch
 
-from rlnb import Trainer
+from rlnb import Trainer, tasks
 from rlnb.lab import SCENARIOS, LabLoop, measure_kl
 from rlnb.run import owner
 
@@ -37,6 +38,24 @@ def test_the_notebooks_trainer_holds_the_main_run_even_while_the_fork_steps():
     assert {s[1] for s in seen} == {1e-4} and {s[3] for s in seen} <= {None, 1e-4}  # never the fork's lr
     assert all(n == step for step, _, n, _ in seen)                               # history follows step_count
     assert [h["hp/lr"] for h in t.history] == [1e-4] * 3 and [h["hp/lr"] for h in branch.history] == [1e-4, 3e-4, 3e-4]
+    loop.close()
+
+
+@pytest.mark.parametrize("recipe, knobs", [("ppo", {}), ("grpo", {"beta": 0.05, "pass_rate_threshold": 0.9})])
+def test_a_same_knobs_fork_of_a_critic_a_reference_and_a_noisy_task_continues_bit_for_bit(recipe, knobs):
+    """The fork's own trainer gets the value head, the pass rates and its own copy of the task's noise stream."""
+    t = Trainer.tiny(recipe, task=tasks.noisy("add", sigma_sample=0.3, seed=3), prompts_per_step=2,
+                     num_generations=4, max_new_tokens=8, **knobs)
+    loop = LabLoop(t)
+    loop.step()
+    branch = loop.fork()
+    for _ in range(2):
+        loop.step()
+    strip = lambda h: [{k: v for k, v in r.items() if not k.startswith("timing/")} for r in h]  # noqa: E731
+    assert strip(branch.history) == strip(t.history) and len(t.history) == 3
+    assert branch.trainer.task is not t.task and branch.trainer.ref_model is t.ref_model
+    for m, f in zip(t.modules(), branch.trainer.modules()):
+        assert all(torch.equal(a, b) for a, b in zip(m.state_dict().values(), f.state_dict().values()))
     loop.close()
 
 

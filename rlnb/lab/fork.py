@@ -57,7 +57,7 @@ def spawn(trainer, point: points.Point):
     with its adapters off) and the starting weights are shared: nothing writes them."""
     t, model = trainer, copy.deepcopy(trainer.model)
     ref = AdaptersOff(model) if isinstance(point.ref, AdaptersOff) else point.ref
-    task = copy.deepcopy(t.task) if t.task.state() is not None else t.task
+    task = copy.deepcopy(t.task, {id(t.tokenizer): t.tokenizer}) if t.task.state() is not None else t.task
     fork = type(t)(model, t.tokenizer, task, point.recipe, seed=t.seed, ref_model=ref, pool_size=t.pool_size,
                    keep_records=t.records.maxlen, safe_update=t.safe_update, reward_on_error=t.reward_on_error,
                    reward_time_limit=t.reward_time_limit, forward=t.forward_options)
