@@ -22,6 +22,7 @@ from rlnb.run import owner
 
 STATES = ("paused", "playing", "stepping")  # ``state``; a half-run step_stage() step shows as "stage X done"
 
+
 class LabLoop:
     """Drives ``trainer`` one step (or one stage) at a time, in a background thread when playing.
 
@@ -78,9 +79,8 @@ class LabLoop:
 
     # --- knobs ---------------------------------------------------------------------------------
     def set(self, knob: str, value, *, branch: str = "main") -> None:
-        """Queue ``knob = value`` for the next step boundary (of ``branch``: "main" or "fork"). Validated now
-        against the recipe with every queued change (raises ValueError/TypeError naming the knob; nothing is
-        queued then)."""
+        """Queue ``knob = value`` for the next step boundary of ``branch`` ("main" or "fork"); checked now with every
+        queued change (raises ValueError/TypeError naming the knob; nothing is queued then)."""
         self.set_many({knob: value}, branch=branch)
 
     def set_many(self, changes: dict, *, branch: str = "main") -> None:

@@ -172,8 +172,9 @@ class Lab:
 
     # --- fork and rewind (the engine does them; the panel follows) -----------------------------------
     def fork(self, **knobs):
-        """Copy the run now (paused) into a second branch with ``knobs`` as its own changes; from now on every
-        step steps both, and every panel overlays them. The sliders drive the fork until you switch "knobs for"
+        """Copy the run now (paused) into a second branch, a trainer of its own, with ``knobs`` as its own changes
+        (refused as ``set`` refuses them: then no fork is made); from now on every step steps both, and every panel
+        overlays them. The sliders drive the fork until you switch "knobs for"
         back to main. Memory: ``fork_cost()``; refused (MemoryError) where the copy does not fit."""
         branch = self.loop.fork(**knobs)
         self._forked()
