@@ -35,7 +35,7 @@ $(STAMP): pyproject.toml
 	touch $@
 
 lab: install  ## the curriculum in JupyterLab, on the embedded default model
-	$(BIN)/jupyter lab notebooks/00_start_here.ipynb
+	$(BIN)/rlnb course
 
 train: install  ## headless: GRPO on 3-digit addition in the terminal (progress bar, metrics, HTML report)
 	$(BIN)/rlnb train --recipe grpo --task add --steps 200 --out runs/grpo-add

@@ -5,44 +5,31 @@ from __future__ import annotations
 import contextlib
 import copy
 from collections import deque
-from dataclasses import dataclass
 
 import torch
 
 from rlnb import recipes as recipes_mod
 from rlnb import tasks as tasks_mod
-from rlnb.algos import PassRateHistory, ValueHead, extra_inputs
 from rlnb.batch import Batch
 from rlnb.core import forward_options
 from rlnb.core.checks import check_trainer_args
 from rlnb.core.forward_options import ForwardOptions
-from rlnb.core.runtime import Timer, check_hooks, deferred_interrupt, hash_seed
+from rlnb.core.runtime import Timer, check_hooks, hash_seed
 from rlnb.recipe import Recipe
 from rlnb.run import checkpoint, owner
 from rlnb.run.controllers import build_controllers
 from rlnb.run.driver import run_steps
 from rlnb.run.evaluate import evaluate
 from rlnb.run.state import RunState, rollback_on_error
-from rlnb.stages import Rewarder, UpdateStats, make_optimizer, set_schedule
-from rlnb.stages.build import build_stages
-from rlnb.stages.metrics import step_metrics
+from rlnb.stages import Rewarder, UpdateStats
+from rlnb.stages.build import build_optimizer, build_stages, pass_rates_for
 from rlnb.stages.prompts import PromptPool
+from rlnb.stages.reconfigure import knob_value, reference_for, running_hyperparameters, swap_recipe
 from rlnb.stages.runner import StageRunner
+from rlnb.stages.step import StepRecord, old_logp_from_update, record_metrics, run_stages
 
-# what set_recipe rebuilds, and puts back when the new recipe is refused
-_REBUILT = ("recipe", "ref_model", "pass_rates", "sampler", "rewarder", "refill", "valuer", "advantager", "updater",
-            "controllers")
 EVAL_SEED = 10_000  # held-out prompts; training prompts come from a pool seeded "train:<seed>"
 KEEP_START_PARAMS = 50_000_000  # keep a CPU copy of the starting weights (a reference for beta > 0 later) up to this
-
-
-@dataclass(frozen=True)
-class StepRecord:
-    """What one step produced: the final batch, the update's stats, and the metrics written to history."""
-
-    batch: Batch
-    stats: UpdateStats
-    metrics: dict
 
 
 class Trainer:
@@ -118,22 +105,12 @@ class Trainer:
 
     # --- construction: registry names are resolved here, once ---------------------------------
     def _build_optimizer(self) -> None:
-        r = self.recipe
-        hidden = self.model.get_output_embeddings().weight.shape[1]
-        self.value_head = ValueHead(hidden).to(self.device) if r.critic else None
-        self.optimizer, self.scheduler = make_optimizer(
-            self.model, lr=r.lr, weight_decay=r.weight_decay, warmup_steps=r.warmup_steps,
-            extra_modules=[self.value_head] if self.value_head is not None else [])
+        self.value_head, self.optimizer, self.scheduler = build_optimizer(self.recipe, self.model)
 
     def _build_stages(self) -> None:
         """The stages from ``self.recipe`` (``rlnb.stages.build``); rebuilt by ``reconfigure``."""
         r = self.recipe
-        if r.pass_rate_threshold is None:
-            self.pass_rates = None
-        elif getattr(self, "pass_rates", None) is None:
-            self.pass_rates = PassRateHistory(pass_rate_threshold=r.pass_rate_threshold)
-        else:  # reconfigured: the prompts seen so far keep their counts under the new threshold
-            self.pass_rates.threshold = r.pass_rate_threshold
+        self.pass_rates = pass_rates_for(r, getattr(self, "pass_rates", None))
         st = build_stages(r, model=self.model, tokenizer=self.tokenizer, task=self.task, ref_model=self.ref_model,
                           value_head=self.value_head, optimizer=self.optimizer, scheduler=self.scheduler,
                           generators=self.generators, reward_on_error=self.reward_on_error, pass_rates=self.pass_rates,
@@ -147,20 +124,12 @@ class Trainer:
         ``"filters"``, then the other groups): ``{knob: value}``, with each knob the recipe leaves unset
         resolved to the chosen entry's own default, and beta and the entropy coefficient as the
         controllers have set them now."""
-        hp = self.recipe.hyperparameters()
-        hp["kl"]["beta"] = self.rewarder.kl_coef if self.recipe.kl_in_reward else self.updater.beta
-        hp["entropy"]["entropy_coef"] = self.updater.entropy_coef
-        return hp
+        return running_hyperparameters(self.recipe, self.rewarder, self.updater)
 
     def knob(self, name: str):
         """The value knob ``name`` runs with now (see ``hyperparameters``); a knob no chosen entry takes
         reports the recipe's own value (UNSET when left to an entry)."""
-        for stage in self.hyperparameters().values():
-            if name in stage:
-                return stage[name]
-        if name not in self.recipe.knobs():
-            raise KeyError(f"name: {name!r} is not a Recipe knob; known: {sorted(self.recipe.knobs())}")
-        return getattr(self.recipe, name)
+        return knob_value(self.hyperparameters(), self.recipe, name)
 
     def reconfigure(self, **changes) -> Recipe:
         """Change knobs between steps, keeping the weights, optimizer state, random streams and history:
@@ -174,33 +143,7 @@ class Trainer:
     def set_recipe(self, new: Recipe) -> Recipe:
         """Run with recipe ``new`` from the next step (what ``reconfigure`` does with its changes)."""
         owner.check(self, "set_recipe")
-        if self._in_step:
-            raise RuntimeError("reconfigure: called during a step; knobs change between steps")
-        if not isinstance(new, Recipe):
-            raise TypeError(f"recipe: expected a Recipe, got {type(new).__name__}")
-        if new.critic != self.recipe.critic:
-            raise ValueError(f"critic: cannot switch the value head {'on' if new.critic else 'off'} mid-run; "
-                             "build a new Trainer")
-        saved = {k: getattr(self, k) for k in _REBUILT}
-        threshold = None if self.pass_rates is None else self.pass_rates.threshold
-        try:  # a recipe the stages refuse (a knob checked against the model, say) changes nothing
-            if new.beta > 0 and self.ref_model is None:
-                self.use_reference("start", rebuild=False)
-            states = {type(c): c.state() for c in self.controllers}
-            self.recipe = new
-            self._build_stages()
-            for c in self.controllers:  # a controller that survives keeps its coefficient
-                if type(c) in states:
-                    c.set(states[type(c)])
-        except BaseException:
-            for k, v in saved.items():
-                setattr(self, k, v)
-            if self.pass_rates is not None:
-                self.pass_rates.threshold = threshold
-            raise
-        set_schedule(self.optimizer, self.scheduler, lr=new.lr, warmup_steps=new.warmup_steps,
-                     weight_decay=new.weight_decay)
-        return new
+        return swap_recipe(self, new, in_step=self._in_step, rebuild=self._build_stages)  # rlnb.stages.reconfigure
 
     def log_knobs(self, *names: str) -> tuple[str, ...]:
         """Write knobs ``names`` to every step's metrics as ``hp/<name>`` from now on (besides those logged
@@ -230,21 +173,11 @@ class Trainer:
         of the policy now), ``"start"`` (the policy as the run started, from the weights kept at
         construction; models up to ``KEEP_START_PARAMS``), or None (no reference). Returns it."""
         owner.check(self, "use_reference")
-        if isinstance(ref_model, str) and ref_model not in ("copy", "start"):
-            raise ValueError(f"ref_model: expected a model, 'copy', 'start' or None, got {ref_model!r}")
-        if ref_model == "start" and self._start_weights is None:
-            raise ValueError("beta: turning the KL on mid-run needs the starting weights, which are kept only for "
-                             f"models up to {KEEP_START_PARAMS:,} parameters; build the Trainer with beta > 0 "
-                             "or pass ref_model=")
-        if isinstance(ref_model, str):
-            ref = copy.deepcopy(self.model).eval().requires_grad_(False)
-            if ref_model == "start":
-                ref.load_state_dict(self._start_weights)
-            ref_model = ref
-        self.ref_model = ref_model
+        start = getattr(self, "_start_weights", None)  # not kept yet while __init__ sets the first reference
+        self.ref_model = reference_for(ref_model, self.model, start, limit=KEEP_START_PARAMS)
         if rebuild and hasattr(self, "sampler"):
             self._build_stages()
-        return ref_model
+        return self.ref_model
 
     # --- the run's state: the only code that reads or writes it (see rlnb.run.state) ---------------
     def modules(self) -> list:
@@ -333,17 +266,8 @@ class Trainer:
         owner.check(self, "step")
         stage = StageRunner(self, check_hooks(callbacks))
         with forward_options.using(self.forward_options), rollback_on_error(self), self._stepping(), \
-                self._old_logp_from_update():
-            batch = stage("sample", self.sampler.step, self.next_prompts())
-            batch = stage("reward", self.rewarder.step, batch)
-            batch = self.refill.step(batch, more=stage.next_round)    # DAPO: refill the groups the filters drop
-            if self.valuer is not None:                                # VinePPO: Monte-Carlo prefix values
-                with stage.timer("credit"):
-                    batch = self.valuer.step(batch)
-            batch = stage("advantage", self.advantager.step, batch)
-            with deferred_interrupt():  # Ctrl-C waits until the update is applied and recorded
-                stats = stage("update", self.updater.step, batch)
-                return self._commit(stage.updated(batch, stats), stats, stage.timer)
+                old_logp_from_update(self):
+            return run_stages(self, stage, self._commit)    # rlnb.stages.step: the stages in order
 
     def rollout(self) -> Batch:
         """The step's first stages on the next prompts, without the update: sample, reward and (DAPO) refill."""
@@ -351,20 +275,6 @@ class Trainer:
         stage = StageRunner(self, [])
         with forward_options.using(self.forward_options):
             return self.refill.step(stage.next_round(), more=stage.next_round)
-
-    @contextlib.contextmanager
-    def _old_logp_from_update(self):
-        """Skip the Sampler's recomputing forward for this step when nothing reads ``old_logp`` before an
-        on-policy update (see ``Sampler``): the ratio is still exactly 1, one forward cheaper."""
-        r = self.recipe
-        skip = (self.updater.on_policy or r.bypass_mode) and not (r.kl_in_reward and r.beta > 0) and not r.critic \
-            and not r.topk_logprobs  # bypass mode: pi_old is the sampler's mu, no recompute (verl)
-        skip = skip and "old_logp" not in extra_inputs(self.advantager.estimator)  # the token baseline reads it
-        self.sampler.recompute_old_logp = not skip
-        try:
-            yield
-        finally:
-            self.sampler.recompute_old_logp = True  # a stage run by hand shows old_logp as always
 
     @contextlib.contextmanager
     def _stepping(self):
@@ -376,18 +286,8 @@ class Trainer:
 
     def _commit(self, batch: Batch, stats: UpdateStats, timer: Timer) -> StepRecord:
         """Compute the step's metrics, then record them; the step counts only once it is in ``history``."""
-        metrics = {"step": self.step_count + 1, **step_metrics(batch, stats), **timer.metrics()}
-        sampled = self.refill.zero_std_per_round
-        if sampled:
-            metrics["gen_rounds"] = len(sampled)
-            metrics["frac_reward_zero_std_sampled"] = sum(sampled) / len(sampled)
-        if "reward_errors" in batch.extras:  # reward_on_error="zero": entries scored 0 this step
-            metrics["reward_errors"] = int(batch.extras["reward_errors"].sum())
-        for ctl in self.controllers:
-            metrics.update(ctl(batch, stats))
-        metrics.update({f"hp/{name}": self.knob(name) for name in self.logged_knobs})
-        record = StepRecord(batch, stats, metrics)
-        self.history.append(metrics)
+        record = StepRecord(batch, stats, record_metrics(self, batch, stats, timer))
+        self.history.append(record.metrics)
         self.records.append(record)
         self.step_count += 1
         return record
@@ -400,12 +300,8 @@ class Trainer:
         with forward_options.using(self.forward_options):
             return evaluate(self.model, self.tokenizer, self.task, n=n, seed=seed, k=k, greedy=greedy,
                             max_new_tokens=r.max_new_tokens, temperature=r.temperature, top_p=r.top_p,
-                            rewarder=self._eval_rewarder())
-
-    def _eval_rewarder(self) -> Rewarder:
-        """The task's verifier under this run's ``reward_time_limit`` and ``reward_on_error`` (its own error count:
-        evaluation's failures are not training's)."""
-        return Rewarder.for_task(self.task, on_error=self.reward_on_error, time_limit=self.reward_time_limit)
+                            rewarder=Rewarder.for_task(self.task, on_error=self.reward_on_error,  # its own error
+                                                       time_limit=self.reward_time_limit))  # count, not training's
 
     def __repr__(self) -> str:
         return (f"Trainer(recipe={self.recipe.name!r}, task={self.task.name!r}, seed={self.seed}, "

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import rlnb
-from rlnb.studies.critic import current_values, gae_tradeoff, masked_rmse, masked_std, outcome_token_rewards
+from rlnb.notebook.critic import current_values, gae_tradeoff, masked_rmse, masked_std, outcome_token_rewards
 
 
 def test_outcome_token_rewards_put_the_reward_on_the_last_valid_token():

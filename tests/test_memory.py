@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from rlnb.studies.memory import (
+from rlnb.notebook.memory import (
     critic_share,
     decoder_activation_bytes,
     model_state_bytes,

@@ -82,13 +82,8 @@ def test_shared_prefill_gives_the_unshared_rows(trainer_batch):
 
 def test_bench_padding_runs_every_variant_to_the_same_result(capsys):
     """The side-by-side benchmark's variants compute the same thing (its timings are not asserted)."""
-    import importlib.util
-    from pathlib import Path
+    import rlnb.bench.padding as mod  # scripts/bench_padding.py is its entry point
 
-    path = Path(__file__).resolve().parents[1] / "scripts" / "bench_padding.py"
-    spec = importlib.util.spec_from_file_location("bench_padding", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     mod.main(["--rounds", "1", "--warm-steps", "0", "--threads", str(torch.get_num_threads())])
     out = capsys.readouterr().out
     assert out.count("same result") == 6 and "DIFFERENT" not in out, out

@@ -45,7 +45,7 @@ def test_identical_seeds_give_identical_results(tiny_study):
     again = run_study({"base": {}}, seeds=[3], eval_n=4, eval_sampled_n=2, eval_k=2, kl_to_init=True, **TINY)
     first = tiny_study.run("base", 3)
     assert stable(again.runs[0].history) == stable(first.history)
-    assert again.runs[0].evals == first.evals
+    assert stable(again.runs[0].evals) == stable(first.evals)              # evals record the training time too
 
 
 def test_match_samples_counts_every_generation_round():
@@ -136,7 +136,7 @@ def test_curves_by_hand():
     s = hand_result().curves("entropy", smooth=2)
     assert s["b"]["per_seed"][0] == pytest.approx([1.0, 1.0, 0.95, 0.9])
     with pytest.raises(ValueError, match="x"):
-        hand_result().curves("entropy", x="tokens")
+        hand_result().curves("entropy", x="prompts")           # tokens is an x now (token budgets)
 
 
 def test_json_round_trip_and_merge(tmp_path):
@@ -167,7 +167,8 @@ def test_presets_are_valid_recipes_in_both_sizes(name):
             rlnb.recipes.get(over.pop("recipe", "grpo"), **{**common, **over})   # unknown fields would raise
         if smoke and name != "group_size":
             assert st.settings["prompts_per_step"] == 4 and st.settings["num_generations"] == 4
-            assert len(st.settings["seeds"]) <= 2 and st.settings["steps"] <= 4
+            assert len(st.settings["seeds"]) <= 2 and st.settings.get("steps", 0) <= 4
+            assert ("steps" in st.settings) != ("tokens" in st.settings)      # one budget
         if not smoke and name not in ("group_size", "zoo_race"):
             assert tuple(st.settings["seeds"]) == (0, 1, 2)
 

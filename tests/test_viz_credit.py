@@ -40,13 +40,16 @@ def test_credit_figure_has_a_value_line_and_one_strip_per_estimate():
 
 
 def test_race_points_average_checkpoints_over_seeds():
-    run = lambda arm, seed, accs, steps: {"arm": arm, "seed": seed, "steps": steps,  # noqa: E731
-                                          "points": [{"tokens": 10 * i, "greedy": a} for i, a in enumerate(accs)]}
-    result = {"config": {"arms": {"grpo": {}, "vineppo": {}}},
-              "runs": [run("grpo", 0, [0.2, 0.4], 9), run("grpo", 1, [0.2, 0.6], 8),
-                       run("vineppo", 0, [0.2, 0.3, 0.9], 2), run("vineppo", 1, [0.2, 0.5], 2)]}
+    from rlnb.studies import RunResult, StudyResult
+
+    run = lambda arm, seed, accs, steps: RunResult(arm, seed, [], [  # noqa: E731
+        {"step": steps * i // max(1, len(accs) - 1), "tokens": 10 * i, "greedy/pass@1": a} for i, a in enumerate(accs)])
+    result = StudyResult([run("grpo", 0, [0.2, 0.4], 9), run("grpo", 1, [0.2, 0.6], 8),
+                          run("vineppo", 0, [0.2, 0.3, 0.9], 2), run("vineppo", 1, [0.2, 0.5], 2)],
+                         {"arms": {"grpo": {}, "vineppo": {}}})
     p = race_points(result)
     assert p["grpo"]["mean"].tolist() == pytest.approx([0.2, 0.5]) and p["grpo"]["high"][1] == 0.6
     assert len(p["vineppo"]["mean"]) == 2                              # only checkpoints every seed reached
+    assert p["grpo"]["steps"] == [9, 8] and p["grpo"]["tokens"].tolist() == [0.0, 10.0]
     fig = race_figure(result)
     assert len(fig.data) == 4 and "2 seeds" in fig.data[1].name

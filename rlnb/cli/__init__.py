@@ -1,4 +1,5 @@
-"""The ``rlnb`` command line: ``rlnb info``, ``rlnb train``, ``rlnb eval``, ``rlnb bench``, ``rlnb doctor``."""
+"""The ``rlnb`` command line: ``rlnb course``, ``rlnb reset``, ``rlnb info``, ``rlnb train``, ``rlnb eval``,
+``rlnb bench``, ``rlnb doctor``."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from rlnb.cli import course
 from rlnb.cli import train as train_run  # the module: `rlnb.cli.train` stays the module, not its function
 from rlnb.core.checks import MAX_COUNT, MAX_SEED, short
 from rlnb.recipe import Recipe
@@ -242,6 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     dr.add_argument("--steps", type=_positive, default=5, help="GRPO steps to time on the default model (default 5)")
     dr.add_argument("--no-timing", action="store_true", help="skip the timing (the checks take a second)")
     dr.set_defaults(fn=cmd_doctor)
+    course.add_parsers(sub)
     return ap
 
 

@@ -1,5 +1,6 @@
 """The stages of a step, built from a ``Recipe``: registry names are resolved here, once, so no stage ever
-needs to know which algorithm it runs."""
+needs to know which algorithm it runs. Also what a Trainer builds beside them: the optimizer with the critic's
+value head, and the pass-rate history. Rebuilt between steps by ``rlnb.stages.reconfigure``."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from rlnb.algos import (
     KL_ESTIMATORS,
     POLICY_LOSSES,
     ROLLOUT_CORRECTIONS,
+    PassRateHistory,
+    ValueHead,
     bind,
     extra_inputs,
     gae,
@@ -24,7 +27,7 @@ from rlnb.stages.credit import PrefixValuer
 from rlnb.stages.refill import DynamicSampling
 from rlnb.stages.reward import Rewarder
 from rlnb.stages.sample import Sampler
-from rlnb.stages.update import Updater
+from rlnb.stages.update import Updater, make_optimizer
 
 
 @dataclass
@@ -70,3 +73,25 @@ def build_stages(r, *, model, tokenizer, task, ref_model, value_head, optimizer,
         use_bias_correction_kl=r.use_bias_correction_kl, generator=generators["update"],
     )
     return Stages(sampler, rewarder, refill, valuer, advantager, updater)
+
+
+def build_optimizer(r, model):
+    """``(value_head, optimizer, scheduler)`` for recipe ``r``: a value head on the model's device when ``r.critic``
+    (trained by the same optimizer), AdamW with ``r``'s learning rate, weight decay and warm-up."""
+    hidden = model.get_output_embeddings().weight.shape[1]
+    value_head = ValueHead(hidden).to(next(model.parameters()).device) if r.critic else None
+    optimizer, scheduler = make_optimizer(model, lr=r.lr, weight_decay=r.weight_decay, warmup_steps=r.warmup_steps,
+                                          extra_modules=[value_head] if value_head is not None else [])
+    return value_head, optimizer, scheduler
+
+
+def pass_rates_for(r, current: PassRateHistory | None) -> PassRateHistory | None:
+    """The pass-rate history recipe ``r`` needs: None without ``pass_rate_threshold``, else ``current`` under the new
+    threshold (the prompts seen so far keep their counts) or a fresh one."""
+    if r.pass_rate_threshold is None:
+        return None
+    if current is None:
+        return PassRateHistory(pass_rate_threshold=r.pass_rate_threshold)
+    current.threshold = r.pass_rate_threshold
+    return current
+

@@ -193,8 +193,61 @@ def group_size(*, smoke: bool | None = None) -> Study:
                  {"G": {}}, size, (), sm, runner=lambda arms, **kw: group_size_study(**kw))
 
 
+def reward_hacking(*, smoke: bool | None = None) -> Study:
+    """Chapter 07: GRPO on the broken verifier ``add_loophole`` at beta 0, 0.5 and 2. Per step: the reward (what the
+    broken verifier pays), ``accuracy`` (the honest part), ``rewards/loophole/mean`` (completions paid only through
+    the hole) and the k3 ``kl``. (Was ``scripts/reward_hacking.py``'s own format; the shipped file was converted.)"""
+    sm = is_smoke(smoke)
+    arms = {f"beta={b:g}": {"beta": b} for b in (0.0, 0.5, 2.0)}
+    size = _size(sm, dict(seeds=SEEDS, steps=40), dict(seeds=(0,), steps=3, **SMOKE))
+    return Study("reward_hacking", "at beta 0 the policy moves to the loophole; a larger beta holds it", arms,
+                 {"task": "add_loophole", **size},
+                 ("final:rewards/loophole/mean", "max:rewards/loophole/mean", "final:accuracy", "final:kl"), sm)
+
+
+def ppo_vs_grpo(*, smoke: bool | None = None) -> Study:
+    """Chapter 04: PPO with a critic vs GRPO at equal samples (the same P and G for the same steps), each recipe with
+    its own other settings; held-out greedy pass@1 on 100 prompts every 10 steps, and the training time."""
+    sm = is_smoke(smoke)
+    arms = {"ppo": {"recipe": "ppo"}, "grpo": {"recipe": "grpo"}}
+    size = _size(sm, dict(seeds=SEEDS, steps=30, eval_every=10, eval_n=100, prompts_per_step=8, num_generations=8),
+                 dict(seeds=(0,), steps=2, eval_every=1, eval_n=4, **SMOKE))
+    return Study("ppo_vs_grpo", "at equal samples on the toy, the critic buys no measurable pass@1", arms,
+                 {"task": "add", **size}, ("final:eval/greedy/pass@1", "change:eval/greedy/pass@1", "final:reward"), sm)
+
+
+def credit_race(*, smoke: bool | None = None) -> Study:
+    """Chapter 09: VinePPO's Monte-Carlo per-token credit vs GRPO's uniform credit at equal sampled tokens (the
+    continuations count). GRPO runs its toy recipe; VinePPO the same with K = 4 continuations per prefix and a
+    smaller batch (P = 4 x G = 4) so that it gets more than a handful of steps. No warm-up in either arm (VinePPO's
+    whole run is about as long as the 10-step warm-up). Greedy pass@1 on 100 held-out prompts every sixth of the
+    budget."""
+    sm = is_smoke(smoke)
+    K, budget = (2, 600) if sm else (4, 100_000)
+    vine = {"advantage": "vineppo", "mc_rollouts": K, "prompts_per_step": 4, "num_generations": 4}
+    arms = {"grpo": {"warmup_steps": 0}, "vineppo": {"warmup_steps": 0, **vine}}
+    size = _size(sm, dict(seeds=SEEDS, eval_n=100), dict(seeds=(0,), eval_n=4, **SMOKE))
+    return Study("credit_race", "finer credit (VinePPO) vs uniform credit at equal sampled tokens", arms,
+                 {"task": "add", "tokens": budget, "eval_every": budget / 6, **size},
+                 ("final:eval/greedy/pass@1", "change:eval/greedy/pass@1", "final:eval/step", "final:eval/tokens"), sm)
+
+
+def entropy_clip(*, smoke: bool | None = None) -> Study:
+    """Chapter 06: entropy collapses with the clip on and mu = 1 (one optimizer step per batch), where the clip never
+    fires: GRPO's clip 0.2, a four times tighter clip, and the clip with the entropy thermostat (Skywork-OR1)."""
+    sm = is_smoke(smoke)
+    arms = {"clip 0.2": {}, "clip 0.05": {"eps_low": 0.05, "eps_high": 0.05},
+            "thermostat": {"entropy_target": 0.5, "entropy_coef": 0.0, "entropy_coef_delta": 0.005,
+                           "entropy_coef_max": 0.05}}
+    common = dict(task="countdown", lr=3e-4, warmup_steps=0, num_iterations=1, num_mini_batches=1)
+    size = _size(sm, dict(seeds=SEEDS, steps=30), dict(seeds=(0,), steps=3, **SMOKE))
+    return Study("entropy_clip", "the clip does not hold entropy up when it never fires", arms, {**common, **size},
+                 ("start:entropy", "final:entropy", "max:clip_ratio/region_mean"), sm)
+
+
 PRESETS = {f.__name__: f for f in (entropy_collapse, beta, length_bias, dynamic_sampling, dapo_ablation,
-                                   maxrl_vs_grpo, zoo_race, group_size)}
+                                   maxrl_vs_grpo, zoo_race, group_size, reward_hacking, ppo_vs_grpo, credit_race,
+                                   entropy_clip)}
 
 
 def names() -> list[str]:

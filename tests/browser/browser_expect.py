@@ -188,7 +188,7 @@ QWEN_XRAY_GROUP = Drive(
 
 # --- 04: GAE on the real batch; 09: Monte-Carlo credit of one completion ------------------------------------
 
-GAE_PROBE = ("from rlnb.algos import gae as _g; from rlnb.studies.critic import masked_std as _s, outcome_token_rewards as _o; "
+GAE_PROBE = ("from rlnb.algos import gae as _g; from rlnb.notebook.critic import masked_std as _s, outcome_token_rewards as _o; "
              "_i = rows; _m = last.mask[_i].float(); "
              "_a, _ = _g(_o(last.correct.float()[_i], _m), V_all[_i].float() * _m, _m, gamma={gamma}, lam={value}, "
              "whiten_advantages=False); print(_s(_a, _m))")

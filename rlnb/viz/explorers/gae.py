@@ -11,7 +11,7 @@ import torch
 from plotly.subplots import make_subplots
 
 from rlnb.algos import gae
-from rlnb.studies.critic import gae_tradeoff, masked_rmse, masked_std, outcome_token_rewards
+from rlnb.notebook.critic import gae_tradeoff, masked_rmse, masked_std, outcome_token_rewards
 from rlnb.viz.explorers.base import Explorer, knob_control
 from rlnb.viz.figures.theme import COLORS, themed
 
@@ -57,7 +57,7 @@ class GAEExplorer(Explorer):
     the bias/variance curve.
 
     Keyword arguments:
-        values: (B, T) the critic's values V(s_t) (``batch.old_values`` or ``rlnb.studies.critic.current_values``).
+        values: (B, T) the critic's values V(s_t) (``batch.old_values`` or ``rlnb.notebook.critic.current_values``).
         batch: a sampled ``Batch``: its ``mask``, ``rewards`` (unless ``rewards`` is given) and completions
         (the row labels); or give ``mask`` and ``rewards`` directly.
         target: (B, T) Monte-Carlo per-token advantages (``rlnb.stages.credit.mc_token_advantages``); without it

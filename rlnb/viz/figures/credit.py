@@ -39,21 +39,22 @@ def credit_figure(tokens, values, strips: dict, *, title: str = "Credit per toke
     return themed(fig)
 
 
-def race_points(result: dict) -> dict:
-    """``{arm: {"tokens": (C,), "mean": (C,), "low": (C,), "high": (C,), "seeds": n}}`` from the shipped
-    race: checkpoint c of every seed (the first step past c sixths of the budget), averaged over seeds."""
+def race_points(result) -> dict:
+    """``{arm: {"tokens": (C,), "mean": (C,), "low": (C,), "high": (C,), "seeds": n, "steps": [...]}}`` from the
+    race's ``StudyResult`` (``rlnb.studies.load_result("credit_race")``): evaluation c of every seed (the first step
+    past c sixths of the token budget), averaged over seeds; ``steps``: each seed's optimizer steps."""
     out = {}
-    for arm in result["config"]["arms"]:
-        runs = [r for r in result["runs"] if r["arm"] == arm]
-        C = min(len(r["points"]) for r in runs)
-        tok = np.array([[p["tokens"] for p in r["points"][:C]] for r in runs], dtype=float)  # (seeds, C)
-        acc = np.array([[p["greedy"] for p in r["points"][:C]] for r in runs], dtype=float)
+    for arm in result.arms:
+        runs = [r for r in result.runs if r.arm == arm]
+        C = min(len(r.evals) for r in runs)
+        tok = np.array([[e["tokens"] for e in r.evals[:C]] for r in runs], dtype=float)  # (seeds, C)
+        acc = np.array([[e["greedy/pass@1"] for e in r.evals[:C]] for r in runs], dtype=float)
         out[arm] = {"tokens": tok.mean(0), "mean": acc.mean(0), "low": acc.min(0), "high": acc.max(0),
-                    "seeds": len(runs), "steps": [r["steps"] for r in runs]}
+                    "seeds": len(runs), "steps": [r.evals[-1]["step"] for r in runs]}
     return out
 
 
-def race_figure(result: dict, *, title: str = "Finer credit vs uniform credit at equal sampled tokens") -> go.Figure:
+def race_figure(result, *, title: str = "Finer credit vs uniform credit at equal sampled tokens") -> go.Figure:
     """Held-out greedy pass@1 against sampled tokens (completions plus Monte-Carlo continuations), mean
     over seeds with a min..max band, one colour per arm."""
     fig = go.Figure()

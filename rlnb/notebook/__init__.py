@@ -1,5 +1,9 @@
 """Small helpers the notebooks share: smoke mode, budgets, and claims that are checked where they are made.
 
+The chapters' own measuring helpers live beside this face: ``rlnb.notebook.critic`` (PPO's critic against Monte-Carlo
+values, GAE's trade-off; chapter 04 and the GAE explorer) and ``rlnb.notebook.memory`` (what PPO's four models cost;
+chapter 04). Training-level studies are ``rlnb.studies``; benchmarks ``rlnb.bench``.
+
 ``RLNB_SMOKE=1`` (set by the test suite) shrinks every notebook to seconds; without it each notebook runs
 its full laptop-sized experiment.
 """
@@ -56,12 +60,12 @@ def course_path(rel: str, *, cwd=None):
     notebooks run from the copied course's ``notebooks/``). Where it is in neither, the clone's path, so the error
     that follows names where the file belongs.
 
-    >>> course_path("rlnb/notebook.py").name
-    'notebook.py'
+    >>> course_path("rlnb/notebook/__init__.py").parent.name
+    'notebook'
     """
     from pathlib import Path
 
-    beside = Path(__file__).resolve().parents[1] / rel
+    beside = Path(__file__).resolve().parents[2] / rel  # rlnb/notebook/__init__.py -> the clone
     if beside.exists():
         return beside
     here = Path.cwd() if cwd is None else Path(cwd)

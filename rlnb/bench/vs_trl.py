@@ -1,0 +1,218 @@
+"""rlnb's GRPO step against TRL's ``GRPOTrainer`` at the same settings, interleaved in one process.
+
+    python scripts/bench_vs_trl.py                       # 150 steps each, CPU, 2 threads
+    python scripts/bench_vs_trl.py --steps 6 --eval 50   # a quick look
+
+Both sides start from the embedded default model, see the same prompts in the same order (TRL reads the
+pool in the order rlnb draws it), score with the same verifier and take one optimizer step per batch of
+P prompts x G completions. TRL's training loop drives: a callback times each TRL step (``on_step_begin``
+to ``on_step_end``) and then runs and times one rlnb step, so the two alternate and share whatever load
+the machine has at that moment; the ratio of each pair (TRL s / rlnb s) is the number to read.
+
+Utilisation: the model FLOPs a step needs (one sampling pass over prompt and completion, one training
+forward and backward; a recomputed forward counts as waste) divided by its seconds, over what a plain fp32
+matmul of the training forward's MLP shape reaches on the same cores in the same run.
+
+Padding efficiency: the share of the positions the training forward computes that hold real tokens. rlnb runs
+each distinct prompt once and the completions in buckets of similar length (``rlnb.models.shared_prompt``);
+TRL pads every row to the batch's longest prompt and longest completion. The positions each side computes are
+printed too, next to the tokens the batch holds (G rows share each prompt, so rlnb computes fewer positions
+than there are tokens).
+
+The same as ``python -m rlnb.bench trl`` (``scripts/bench_vs_trl.py`` is its entry point, the name the docs give).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import warnings
+
+import torch
+
+import rlnb
+from rlnb.export import to_trl
+from rlnb.models.shared_prompt import plan
+from rlnb.run.evaluate import evaluate
+from rlnb.stages import sample as sample_mod
+
+
+class Stages:
+    """Seconds per named stage, for the step in progress; ``wrap`` times a method or function."""
+
+    def __init__(self):
+        self.now: dict[str, float] = {}
+        self.steps: list[dict[str, float]] = []
+
+    def wrap(self, owner, attr: str, key: str):
+        fn = getattr(owner, attr)
+
+        def timed(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.now[key] = self.now.get(key, 0.0) + time.perf_counter() - t0
+
+        setattr(owner, attr, timed)
+
+    def close(self, total: float, **more) -> None:
+        self.steps.append({**self.now, **more, "total": total})
+        self.now = {}
+
+
+def forward_flops(config, prompt_tokens: float, completion_tokens: float, rows: int) -> float:
+    """FLOPs of one forward over ``rows`` sequences: 2 x (matmul weights + LM head) per token, plus attention
+    (QK^T and AV: 4 x context x hidden per token and layer, context about half the sequence on average)."""
+    H, L, V, inter = config.hidden_size, config.num_hidden_layers, config.vocab_size, config.intermediate_size
+    kv = config.num_key_value_heads * getattr(config, "head_dim", H // config.num_attention_heads)
+    per_layer = H * H * 2 + H * kv * 2 + 3 * H * inter                    # q, o, k, v, gate/up/down
+    tokens = prompt_tokens + completion_tokens
+    ctx = tokens / rows / 2
+    return 2 * tokens * (L * per_layer + H * V) + 4 * tokens * ctx * H * L
+
+
+def step_flops(config, prompt_tokens: float, completion_tokens: float, rows: int) -> float:
+    """Sampling (one forward's worth) + training forward and backward (three)."""
+    return 4 * forward_flops(config, prompt_tokens, completion_tokens, rows)
+
+
+def matmul_flops_per_s(M: int, K: int, N: int, reps: int = 30) -> float:
+    """Median FLOP/s of an fp32 (M, K) x (K, N) matmul on this process's threads."""
+    a, b = torch.randn(M, K), torch.randn(K, N)
+    for _ in range(3):
+        a @ b
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        a @ b
+        times.append(time.perf_counter() - t0)
+    return 2 * M * K * N / statistics.median(times)
+
+
+def build_trl(trainer: rlnb.Trainer, args, on_step):
+    """A TRL GRPOTrainer on its own copy of the default model, reading rlnb's prompts in rlnb's order."""
+    from transformers import TrainerCallback
+
+    P = trainer.recipe.prompts_per_step
+    order = trainer.prompts.perm(0)[: (args.steps + args.warmup) * P].tolist()
+    exp = to_trl(trainer.recipe, trl_args=dict(gradient_checkpointing=False, use_cpu=True, shuffle_dataset=False,
+                                               max_steps=args.steps + args.warmup, disable_tqdm=True,
+                                               logging_steps=10_000, dataloader_num_workers=0),
+                 output_dir="/tmp/rlnb-bench-trl", seed=args.seed)
+
+    class Interleave(TrainerCallback):
+        def on_step_begin(self, *a, **k):
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, *a, **k):
+            on_step(time.perf_counter() - self.t0)
+
+    model, tok = rlnb.load_default()
+    return exp.trainer(model, tok, train_dataset=trainer.pool.select(order), callbacks=[Interleave()])
+
+
+def summary(name: str, steps: list[dict], keys: list[str]) -> str:
+    med = {k: statistics.median(s.get(k, 0.0) for s in steps) for k in keys + ["total"]}
+    parts = "  ".join(f"{k} {med[k]:.3f}" for k in keys)
+    return f"{name:5s} s/step median {med['total']:.3f}   per stage (medians): {parts}"
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--steps", type=int, default=150, help="timed steps per side (default 150)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed first steps per side")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--eval", type=int, default=200, help="held-out prompts for greedy pass@1 (0: skip)")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    warnings.filterwarnings("ignore")
+    ours = rlnb.Trainer.tiny("grpo", seed=args.seed)
+    cfg = ours.model.config
+    A, B = Stages(), Stages()                                             # A: TRL, B: rlnb
+    flops = {"trl": [], "rlnb": []}
+    real_share = {"trl": [], "rlnb": []}                                  # padding efficiency per step
+    positions = {"trl": [], "rlnb": [], "tokens": []}                     # training-forward positions per step
+    shapes, mm = {}, []                                                   # mm: matmul FLOP/s between steps
+
+    def rlnb_step(trl_seconds: float) -> None:
+        A.close(trl_seconds)
+        t0 = time.perf_counter()
+        rec = ours.step()
+        dt = time.perf_counter() - t0
+        b = rec.batch
+        pt, ct = float(b.prompt_mask.sum()), float(b.mask.sum())
+        shapes.update(rows=b.B, prompt_tokens=pt, M=int(b.B * (b.prompt_ids.shape[1] + b.completion_ids.shape[1])))
+        flops["rlnb"].append(step_flops(cfg, pt, ct, b.B))
+        flops["trl"].append(step_flops(cfg, pt, A.steps[-1].get("completion_tokens", ct), b.B))
+        ours_plan = plan(b.prompt_ids, b.prompt_mask, b.mask)
+        real_share["rlnb"].append(ours_plan["real"] / ours_plan["computed"])
+        trl_ct, trl_T = A.steps[-1].get("completion_tokens", ct), A.steps[-1].get("completion_max", b.mask.shape[1])
+        real_share["trl"].append((pt + trl_ct) / (b.B * (b.prompt_ids.shape[1] + trl_T)))
+        positions["trl"].append(b.B * (b.prompt_ids.shape[1] + trl_T))
+        positions["rlnb"].append(ours_plan["computed"])
+        positions["tokens"].append(pt + ct)
+        m = rec.metrics
+        mm.append(matmul_flops_per_s(max(shapes["M"], 256), cfg.hidden_size, cfg.intermediate_size, reps=5))
+        B.close(dt, sample=m["timing/sample_s"], reward=m["timing/reward_s"], advantage=m["timing/advantage_s"],
+                update=m["timing/update_s"])
+
+    trl = build_trl(ours, args, rlnb_step)
+
+    def count_tokens(inputs, prompts, completions, completion_ids_list):
+        A.now["completion_tokens"] = float(sum(len(c) for c in completion_ids_list))
+        A.now["completion_max"] = float(max(len(c) for c in completion_ids_list))
+
+    A.wrap(trl, "_generate", "generate")
+    A.wrap(trl, "_calculate_rewards", "reward")
+    A.wrap(trl, "_generate_and_score_completions", "rollout")
+    A.wrap(trl, "compute_loss", "loss_forward")
+    calc = trl._calculate_rewards
+    trl._calculate_rewards = lambda *a, **k: (count_tokens(*a, **k), calc(*a, **k))[1]
+    B.wrap(sample_mod, "sample", "generate")
+    B.wrap(ours.updater, "policy", "update_forward")
+
+    t_run = time.perf_counter()
+    trl.train()
+    t_run = time.perf_counter() - t_run
+
+    w = args.warmup
+    ta, tb = A.steps[w:], B.steps[w:]
+    for s in ta:  # what the wrapped stages leave: TRL's advantages and bookkeeping, and backward + optimizer
+        s["rollout_other"] = s.get("rollout", 0) - s.get("generate", 0) - s.get("reward", 0)
+        s["backward_optim"] = s["total"] - s.get("rollout", 0) - s.get("loss_forward", 0)
+    for s in tb:
+        s["sample_other"] = s["sample"] - s.get("generate", 0)
+        s["update_other"] = s["update"] - s.get("update_forward", 0)
+    ratios = [a["total"] / b["total"] for a, b in zip(ta, tb)]
+    mm_q = statistics.quantiles(mm[w:], n=4) if len(mm) > w + 1 else mm * 3
+    mm = statistics.median(mm[w:])
+    util = {k: statistics.median(f / s["total"] for f, s in zip(flops[k][w:], st)) / mm
+            for k, st in (("trl", ta), ("rlnb", tb))}
+    print(f"settings: GRPO, P={ours.recipe.prompts_per_step} x G={ours.recipe.num_generations}, "
+          f"max_new_tokens={ours.recipe.max_new_tokens}, one update per batch, CPU threads={args.threads}, "
+          f"{len(ta)} timed steps each (+{w} warm-up), interleaved; wall {t_run:.0f} s")
+    print(summary("TRL", ta, ["generate", "reward", "rollout_other", "loss_forward", "backward_optim"]))
+    print(summary("rlnb", tb, ["generate", "sample_other", "reward", "advantage", "update_forward", "update_other"]))
+    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+    print(f"paired ratio TRL s/step / rlnb s/step: median {statistics.median(ratios):.2f} "
+          f"(quartiles {q[0]:.2f}-{q[-1]:.2f}); ratio of medians "
+          f"{statistics.median(a['total'] for a in ta) / statistics.median(b['total'] for b in tb):.2f}")
+    print(f"fp32 matmul ({shapes.get('M', 4096)}x{cfg.hidden_size} @ {cfg.hidden_size}x{cfg.intermediate_size}): "
+          f"median {mm / 1e9:.1f} GFLOP/s over the run (quartiles {mm_q[0] / 1e9:.1f}-{mm_q[-1] / 1e9:.1f}); "
+          f"utilisation TRL {util['trl']:.2f}, rlnb {util['rlnb']:.2f}")
+    eff = {k: statistics.median(v[w:] or v) for k, v in real_share.items()}
+    print(f"padding efficiency (real tokens / positions the training forward computes, median): "
+          f"TRL {eff['trl']:.2f}, rlnb {eff['rlnb']:.2f}")
+    pos = {k: statistics.median(v[w:] or v) for k, v in positions.items()}
+    print(f"training-forward positions per step (median): TRL {pos['trl']:.0f}, rlnb {pos['rlnb']:.0f} "
+          f"(rlnb's batch holds {pos['tokens']:.0f} prompt and completion tokens; each prompt is computed once)")
+    if args.eval:
+        ev = lambda m: evaluate(m, ours.tokenizer, ours.task, n=args.eval,  # noqa: E731
+                                     max_new_tokens=ours.recipe.max_new_tokens)["pass@1"]
+        start = rlnb.load_default()[0]
+        print(f"greedy pass@1 on {args.eval} held-out prompts: start {ev(start):.3f}, "
+              f"after {len(ta) + w} steps TRL {ev(trl.model):.3f}, rlnb {ev(ours.model):.3f}")
+

@@ -1,0 +1,3 @@
+from rlnb.studies.cli import main
+
+raise SystemExit(main())
