@@ -254,9 +254,8 @@ class Trainer:
 
     def next_prompts(self) -> Batch:
         """The next P prompts of the training pool (a fresh permutation each pass), G times each.
-        Prompts retired by no-positive-resampling are skipped. It moves the prompt cursor: refused while a lab
-        plays this trainer."""
-        owner.check(self, "next_prompts")
+        Prompts retired by no-positive-resampling are skipped."""
+        owner.check(self, "next_prompts")  # it moves the prompt cursor
         return self.prompts.next(self.recipe.prompts_per_step, self.recipe.num_generations, self.pass_rates)
 
     # --- the loop -----------------------------------------------------------------------------
@@ -293,9 +292,8 @@ class Trainer:
         return record
 
     def evaluate(self, n: int = 200, *, greedy: bool = True, k: int = 1, seed: int = EVAL_SEED) -> dict:
-        """pass@1 (greedy or sampled) and pass@k on ``n`` held-out prompts. It switches the model to eval mode
-        while it runs: refused while a lab plays this trainer."""
-        owner.check(self, "evaluate")
+        """pass@1 (greedy or sampled) and pass@k on ``n`` held-out prompts."""
+        owner.check(self, "evaluate")  # it switches the model to eval mode while it runs
         r = self.recipe
         with forward_options.using(self.forward_options):
             return evaluate(self.model, self.tokenizer, self.task, n=n, seed=seed, k=k, greedy=greedy,
