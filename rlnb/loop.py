@@ -148,6 +148,7 @@ class Trainer:
     def log_knobs(self, *names: str) -> tuple[str, ...]:
         """Write knobs ``names`` to every step's metrics as ``hp/<name>`` from now on (besides those logged
         already; what a lab does for its controls). Returns all logged knobs."""
+        owner.check(self, "log_knobs")
         unknown = [n for n in names if n not in self.recipe.knobs()]
         if unknown:
             raise ValueError(f"names: {unknown} are not Recipe knobs; known: {sorted(self.recipe.knobs())}")
@@ -254,6 +255,7 @@ class Trainer:
     def next_prompts(self) -> Batch:
         """The next P prompts of the training pool (a fresh permutation each pass), G times each.
         Prompts retired by no-positive-resampling are skipped."""
+        owner.check(self, "next_prompts")  # it moves the prompt cursor
         return self.prompts.next(self.recipe.prompts_per_step, self.recipe.num_generations, self.pass_rates)
 
     # --- the loop -----------------------------------------------------------------------------
@@ -291,6 +293,7 @@ class Trainer:
 
     def evaluate(self, n: int = 200, *, greedy: bool = True, k: int = 1, seed: int = EVAL_SEED) -> dict:
         """pass@1 (greedy or sampled) and pass@k on ``n`` held-out prompts."""
+        owner.check(self, "evaluate")  # it switches the model to eval mode while it runs
         r = self.recipe
         with forward_options.using(self.forward_options):
             return evaluate(self.model, self.tokenizer, self.task, n=n, seed=seed, k=k, greedy=greedy,

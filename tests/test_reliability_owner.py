@@ -20,6 +20,9 @@ CALLS = {
     "set_recipe": lambda t, tmp: t.set_recipe(t.recipe.replace(beta=0.1)),
     "use_reference": lambda t, tmp: t.use_reference("copy"),
     "set_state": lambda t, tmp: t.set_state(t.state()),
+    "next_prompts": lambda t, tmp: t.next_prompts(),             # it moves the playing run's prompt cursor
+    "evaluate": lambda t, tmp: t.evaluate(4),                     # it switches the playing model to eval mode
+    "log_knobs": lambda t, tmp: t.log_knobs("lr"),                # it changes what the next step records
 }
 
 
@@ -43,6 +46,7 @@ def test_a_call_from_the_notebook_while_the_lab_plays_is_refused_by_name(playing
     with pytest.raises(RuntimeError, match=rf"^{name}: a playing Lab is training this trainer.*lab\.pause\(\)"):
         CALLS[name](t, tmp_path)
     assert t.recipe is recipe and t.optimizer.param_groups[0]["lr"] == lr   # nothing changed
+    assert t.logged_knobs == ()
     assert not (tmp_path / "ckpt").exists()
     assert loop.state == "playing" and loop.error is None                  # and the lab plays on
 

@@ -146,3 +146,23 @@ def test_a_level_symptom_shows_when_the_untreated_run_ends_on_its_wrong_side():
     assert shown("no signal", run(0.8, 0.6)) and helped("no signal", run(0.8, 0.6))   # most groups without signal
     assert not shown("no signal", run(0.3, 0.2))                                       # most groups had signal
     assert not helped("no signal", run(0.8, 0.9))
+
+
+def test_the_set_up_and_fork_and_fix_buttons_while_playing_act_at_a_step_boundary_and_play_on():
+    """``lab.set_up`` is refused while playing (pause first); the buttons pause at the boundary, act, play on."""
+    t = tiny()
+    lab = Lab(t, backend="static")
+    lab.play()
+    try:
+        lab.wait(1)
+        lab.scenario.value = "instability"
+        lab.buttons["Set up"].click()
+        assert lab.message.value == "" and lab.loop.state == "playing"
+        lab.buttons["Fork and fix"].click()
+        assert lab.message.value == "" and lab.loop.state == "playing" and lab.loop.fork_branch is not None
+        lab.wait(lab.loop.fork_branch.since + 1)
+    finally:
+        lab.pause()
+    assert t.recipe.lr == 1e-3 and lab.loop.fork_branch.recipe.lr == 1e-4
+    assert lab.loop.fork_branch.history[-1]["step"] == t.step_count
+    lab.close()

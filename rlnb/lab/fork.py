@@ -1,21 +1,26 @@
 """A fork of a lab's run: a second branch, copied bit-exact at a step boundary, with its own knobs.
 
-The trainer holds one branch at a time: the lab steps the main branch, keeps it as a ``Point``, puts the fork's
-point in, applies the fork's own knob changes, steps it, keeps it, and puts the main branch back. Same model,
-same random streams and prompts from the fork step on, so a fork given the same knobs continues bit for bit like
-the main run and the knobs are the only difference. Memory: one more copy of weights, optimizer and scheduler
-(``cost``), refused up front where that copy does not fit (``check_fits``).
+The fork is a trainer of its own (``spawn``): a copy of the model, its own optimizer, stages, random streams and
+task state, put at the fork's point; the tokenizer, the reference and the starting weights are shared (nothing
+writes them). The lab steps the main run, then the fork's trainer; the trainer the notebook holds only ever holds
+the main run, so ``trainer.history``, ``step_count`` and ``evaluate()`` read the main run whatever the fork does.
+Same model, same random streams and prompts from the fork step on, so a fork given the same knobs continues bit
+for bit like the main run and the knobs are the only difference. Memory: one more copy of weights, optimizer and
+scheduler (``cost``), refused up front where that copy does not fit (``check_fits``).
 
 ``Forks`` is the lab's part that does this: it holds the open (or last closed) ``Branch`` and steps it.
 """
 
 from __future__ import annotations
 
-import threading
+import copy
 from dataclasses import dataclass, field
 
 from rlnb.lab import points
+from rlnb.lab.knobs import Queue, check_live
 from rlnb.lab.timeline import apply_changes
+from rlnb.models.pretrained import AdaptersOff
+from rlnb.run.state import restore
 
 FIT_SHARE = 0.5  # a fork may take at most this share of the memory free now (the run itself must still grow)
 
@@ -45,30 +50,53 @@ def check_fits(trainer, free: int | None = None) -> int:
     return need
 
 
+def spawn(trainer, point: points.Point):
+    """A trainer of its own running ``point`` of ``trainer``'s run: a copy of the model, a fresh optimizer, stages
+    and random streams put where the point says, the task copied when it has a random state of its own (noise),
+    the same constructor arguments and forward options. The tokenizer, the reference (a LoRA reference: the copy
+    with its adapters off) and the starting weights are shared: nothing writes them."""
+    t, model = trainer, copy.deepcopy(trainer.model)
+    ref = AdaptersOff(model) if isinstance(point.ref, AdaptersOff) else point.ref
+    task = copy.deepcopy(t.task, {id(t.tokenizer): t.tokenizer}) if t.task.state() is not None else t.task
+    fork = type(t)(model, t.tokenizer, task, point.recipe, seed=t.seed, ref_model=ref, pool_size=t.pool_size,
+                   keep_records=t.records.maxlen, safe_update=t.safe_update, reward_on_error=t.reward_on_error,
+                   reward_time_limit=t.reward_time_limit, forward=t.forward_options)
+    if hasattr(t, "model_options"):  # from_pretrained's autocast and checkpointing (the copy has them already)
+        fork.model_options = dict(t.model_options)
+    fork.forward_changes = list(t.forward_changes)
+    restore(fork, point.snap)  # through Trainer.set_state; recipe and reference were given to the constructor
+    fork.records.extend(point.records)
+    return fork
+
+
 @dataclass
 class Branch:
-    """The fork: ``since`` is the step it was copied at; ``point`` its run now (between steps), ``pending`` its
-    queued knob changes, ``changes`` what it applied (``Change`` records), ``closed`` once closed (then only
-    read: ``history``, ``recipe``)."""
+    """The fork: ``since`` is the step it was copied at; ``trainer`` its own trainer (its run now), ``queue`` its
+    queued knob changes (``pending``), ``changes`` what it applied (``Change`` records), ``closed`` once closed
+    (then only read: ``history``, ``recipe``, ``trainer``)."""
 
     since: int
-    point: points.Point
-    pending: dict = field(default_factory=dict)
+    trainer: object
+    queue: Queue = field(default_factory=Queue)
     changes: list = field(default_factory=list)
     closed: bool = False
 
     @property
     def history(self) -> list[dict]:
-        return self.point.history
+        return self.trainer.history
 
-    def __repr__(self) -> str:  # the point holds weights and random streams: pages of tensors
-        knobs = ", ".join(f"{k}={v!r}" for k, v in self.pending.items())
-        return (f"Branch(since={self.since}, step={self.point.step}, {'closed' if self.closed else 'open'}"
-                + (f", next step: {knobs}" if knobs else "") + ")")
+    @property
+    def pending(self) -> dict:
+        return self.queue.pending
 
     @property
     def recipe(self):
-        return self.point.recipe
+        return self.trainer.recipe
+
+    def __repr__(self) -> str:  # the trainer holds weights and random streams: pages of tensors
+        knobs = ", ".join(f"{k}={v!r}" for k, v in self.pending.items())
+        return (f"Branch(since={self.since}, step={self.trainer.step_count}, {'closed' if self.closed else 'open'}"
+                + (f", next step: {knobs}" if knobs else "") + ")")
 
 
 def _fmt(v) -> str:
@@ -100,42 +128,48 @@ def labels(main, fork, since: int) -> tuple[str, str]:
 
 class Forks:
     """The fork of one lab's trainer: ``branch`` (the open or last closed ``Branch``, or None), ``open``,
-    ``queue`` (its own knob changes), ``step`` (one step of it, the main branch put back), ``close``, ``in_branch``.
-    Called between steps only, by the thread that owns the trainer."""
+    ``queue`` (its own knob changes), ``step`` (one step of its own trainer), ``close``, ``in_branch``.
+    Called between steps only, by the thread that owns the trainer; the main trainer is only read."""
 
     def __init__(self, trainer):
         self.trainer, self.branch = trainer, None
-        self._lock = threading.Lock()  # the panel queues fork knobs while the playing thread applies them
 
     def is_open(self) -> bool:
         return self.branch is not None and not self.branch.closed
 
-    def open(self, knobs: dict) -> Branch:
-        """Copy the run now into a new branch with ``knobs`` queued for its first step (raises naming a bad knob,
-        or MemoryError where the copy does not fit, before anything changes)."""
+    def trainers(self) -> list:
+        """The open fork's trainer (the lab's thread drives it with the main one), or none."""
+        return [self.branch.trainer] if self.is_open() else []
+
+    def open(self, knobs: dict, changes: int = 0) -> tuple[Branch, points.Point]:
+        """Copy the run now into a new branch with ``knobs`` applied to it at once; returns it and the point it
+        was copied from (``changes``: the main run's lab changes so far). A knob refused as ``LabLoop.set``
+        refuses it (the recipe, ``critic``, then the fork's trainer: ``max_new_tokens`` past the context) or a
+        copy that does not fit (MemoryError) raises before anything changes."""
         if self.is_open():
             raise RuntimeError("fork: a fork is already open; close it first (lab.close_fork())")
-        check_fits(self.trainer)
         t = self.trainer
-        t.recipe.replace(**knobs)
-        self.branch = Branch(since=t.step_count, point=points.take(t, 0), pending=dict(knobs))
-        return self.branch
+        check_live(t.recipe, knobs)
+        check_fits(t)
+        point = points.take(t, changes)
+        branch = Branch(since=t.step_count, trainer=spawn(t, point))
+        if knobs:
+            branch.changes += apply_changes(branch.trainer, knobs)  # refused: the fork is dropped, nothing changed
+        self.branch = branch
+        return branch, point
 
     def queue(self, changes: dict) -> None:
-        """Queue ``changes`` for the open fork's next step (validated with those already queued)."""
-        b = self.branch
+        """Queue ``changes`` for the open fork's next step (checked with those already queued)."""
         if not self.is_open():
             raise RuntimeError("branch: no fork is open; lab.fork() first")
-        with self._lock:
-            trial = {**b.pending, **changes}
-            b.recipe.replace(**trial)
-            b.pending = trial
+        self.branch.queue.add(self.branch.recipe, changes)
 
     def close(self) -> Branch | None:
         """Stop stepping the fork; its history and weights stay readable. None when none is open."""
         if not self.is_open():
             return None
-        self.branch.closed, self.branch.pending = True, {}
+        self.branch.closed = True
+        self.branch.queue.clear()
         return self.branch
 
     def forget_after(self, step: int) -> None:
@@ -143,38 +177,31 @@ class Forks:
         if self.branch is not None and self.branch.since > step:
             self.branch = None
 
-    def step(self, main_changes: int) -> None:
-        """One step of the open fork, with the main branch (``main_changes`` lab changes so far) put back after
-        it, whatever happens."""
-        b = self.branch
+    def apply(self) -> Exception | None:
+        """Apply the open fork's queued changes to its trainer now (between its steps); a combination its
+        trainer refuses is dropped and returned (the fork goes on with the knobs it had)."""
         if not self.is_open():
-            return
-        t = self.trainer
-        main = points.take(t, main_changes)
-        try:
-            points.put(t, b.point)
-            with self._lock:
-                changes, b.pending = b.pending, {}
-            if changes:
-                b.changes += apply_changes(t, changes)
-            t.step()
-            b.point = points.take(t)
-        finally:
-            points.put(t, main)
+            return None
+        made, err = self.branch.queue.apply(self.branch.trainer)
+        self.branch.changes += made
+        return err
 
-    def in_branch(self, name: str, fn, main_changes: int):
-        """``fn(trainer)`` with branch ``name`` ("main" or "fork", open or closed) put in; main put back after."""
+    def step(self) -> Exception | None:
+        """One step of the open fork's own trainer, its queued changes applied first; returns the error a refused
+        change was dropped with (the step runs with the knobs the fork had), or None."""
+        if not self.is_open():
+            return None
+        err = self.apply()
+        self.branch.trainer.step()
+        return err
+
+    def in_branch(self, name: str, fn):
+        """``fn(trainer)`` on branch ``name``'s trainer ("main" or "fork", open or closed)."""
         if name == "main":
             return fn(self.trainer)
         if name != "fork" or self.branch is None:
             raise ValueError(f"branch: expected 'main' or 'fork' (after lab.fork()), got {name!r}")
-        t = self.trainer
-        main = points.take(t, main_changes)
-        try:
-            points.put(t, self.branch.point)
-            return fn(t)
-        finally:
-            points.put(t, main)
+        return fn(self.branch.trainer)
 
     def labels(self) -> tuple[str, str] | None:
         """(main, fork) legend labels, by what differs; None without a fork."""

@@ -1,33 +1,26 @@
 """``LabLoop``: the lab's engine without any widget: play / pause / step / step a stage / rewind / fork.
 
-Training runs in one background thread, never in the kernel's main thread, so the kernel stays free for
-other cells and for the widgets' own messages while the model learns. A thread (and not the kernel's
-event loop) because a training step is about a second of blocking torch work: on the event loop it would
-freeze every widget for that second; in a thread torch releases the GIL and the kernel keeps answering.
-ipywidgets and plotly's FigureWidget send their updates from any thread (the kernel's iopub socket is
-thread-safe), so the dashboard redraws while it trains. It also works in a plain Python process, which
-is how the tests drive it.
-
-Knob changes are queued and applied between steps, never inside one (``Trainer.reconfigure``), so a
-step always runs with one set of knobs, and ``history[i]["hp/<knob>"]`` says which. The loop is made of parts
-it holds: a ``Timeline`` (kept points, changes, rewind), ``Forks`` (the second branch), a ``StagedStep`` while a
-step is half-run, and the ``SCENARIOS`` it can set up; the trainer's owner is recorded in ``rlnb.run.owner``.
+Training runs in one background thread (``rlnb.lab.player`` says why a thread). Knob changes are queued and
+applied between steps, never inside one (``Trainer.reconfigure``), so a step always runs with one set of knobs, and
+``history[i]["hp/<knob>"]`` says which. The loop is made of parts it holds: a ``Player`` (the thread), a ``Queue``
+of knob changes, a ``Timeline`` (kept points, changes, rewind), ``Forks`` (the second branch, in a trainer of its
+own), a ``StagedStep`` while a step is half-run, and the ``SCENARIOS`` it can set up; the trainer's owner is
+recorded in ``rlnb.run.owner``.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-
 from rlnb.lab import points
 from rlnb.lab.fork import Branch, Forks
+from rlnb.lab.knobs import Queue, check_live
+from rlnb.lab.player import Player
 from rlnb.lab.scenarios import SCENARIOS, describe
 from rlnb.lab.staged import StagedStep
-from rlnb.lab.timeline import Timeline, apply_changes
+from rlnb.lab.status import StepTimes, line
+from rlnb.lab.timeline import Timeline
 from rlnb.run import owner
 
-STATES = ("paused", "playing", "stepping")
-STAGES = ("sample", "reward", "advantage", "update")
+STATES = ("paused", "playing", "stepping")  # ``state``; a half-run step_stage() step shows as "stage X done"
 
 
 class LabLoop:
@@ -53,11 +46,10 @@ class LabLoop:
             old.close()
         trainer.log_knobs(*knobs)  # before the first kept point: a rewind there keeps logging them
         self.trainer, self.closed, self.error = trainer, False, None
-        self.state, self.pending, self.scenarios = "paused", {}, SCENARIOS
-        self.step_seconds: list[float] = []
+        self.state, self.queue, self.scenarios = "paused", Queue(), SCENARIOS
+        self.times = StepTimes()
         self.on_step = self.on_change = lambda *a: None
-        self._lock, self._stop = threading.Lock(), threading.Event()
-        self._thread: threading.Thread | None = None
+        self.player = Player()
         self._stage: StagedStep | None = None
         self.timeline = Timeline(trainer, every=keep_every, limit=keep_limit)
         self.forks = Forks(trainer)
@@ -76,59 +68,63 @@ class LabLoop:
     def fork_branch(self) -> Branch | None:
         return self.forks.branch
 
+    @property
+    def pending(self) -> dict:
+        """The main run's knob changes queued for the next step boundary."""
+        return self.queue.pending
+
+    def trainers(self) -> list:
+        """What the lab's thread steps: the trainer, then the open fork's own trainer."""
+        return [self.trainer, *self.forks.trainers()]
+
     # --- knobs ---------------------------------------------------------------------------------
     def set(self, knob: str, value, *, branch: str = "main") -> None:
-        """Queue ``knob = value`` for the next step boundary (of ``branch``: "main" or "fork"). Validated now
-        against the recipe with every queued change (raises ValueError/TypeError naming the knob; nothing is
-        queued then)."""
+        """Queue ``knob = value`` for the next step boundary of ``branch`` ("main" or "fork"); checked now with every
+        queued change (raises ValueError/TypeError naming the knob; nothing is queued then)."""
         self.set_many({knob: value}, branch=branch)
 
     def set_many(self, changes: dict, *, branch: str = "main") -> None:
-        """Queue several knobs as one change: validated together, applied together or not at all. ``branch``:
-        "main", or "fork" (the open fork's own knobs, applied at its next step)."""
-        if branch == "fork":
-            self.forks.queue(changes)
-            return self.on_change()
-        if branch != "main":
-            raise ValueError(f"branch: expected 'main' or 'fork', got {branch!r}")
+        """Queue several knobs as one change: checked together (``rlnb.lab.knobs.check_live``), applied together or
+        not at all. ``branch``: "main", or "fork" (the open fork's own knobs, applied at its next step). Paused,
+        they are applied now, so a combination the trainer refuses raises now and nothing changes."""
         if self.closed:
             raise RuntimeError("set: this lab is closed; its controls no longer drive the trainer (make a new Lab)")
-        if "critic" in changes and changes["critic"] != self.trainer.recipe.critic:
-            raise ValueError("critic: cannot switch the value head on or off live (it adds a module to the "
-                             "optimizer); build a new Trainer with the recipe instead")
-        with self._lock:
-            trial = {**self.pending, **changes}
-            self.trainer.recipe.replace(**trial)
-            self.pending = trial
-        if self.state == "paused" and self._stage is None:
-            refused = self._apply()
-            if refused is not None:  # applied now, so say so now (while playing it shows as lab.error)
-                raise refused
+        if branch not in ("main", "fork"):
+            raise ValueError(f"branch: expected 'main' or 'fork', got {branch!r}")
+        if branch == "fork":
+            self.forks.queue(changes)
+        else:
+            self.queue.add(self.trainer.recipe, changes)
+        if self.state != "paused" or self._stage is not None:
+            return self.on_change() if branch == "fork" else None
+        refused = self._said(self.forks.apply()) if branch == "fork" else self._apply()
+        if refused is not None:  # applied now, so say so now (while playing it shows as lab.error)
+            raise refused
 
     def _apply(self) -> Exception | None:
-        """Apply the queued changes (between steps only). A combination the Trainer refuses is dropped,
-        recorded in ``error`` and returned, and the run goes on with the knobs it had."""
-        with self._lock:
-            changes, self.pending = self.pending, {}
-        if not changes:
+        """Apply the main run's queued changes (between steps only). A combination the Trainer refuses is
+        dropped, recorded in ``error`` and returned, and the run goes on with the knobs it had."""
+        if not self.queue.pending:
             return None
-        self.timeline.keep_before_change()
-        try:
-            self.timeline.changes += apply_changes(self.trainer, changes)
-        except (ValueError, TypeError) as err:
-            self.error = f"{type(err).__name__}: {err}"
-            self.on_change()
-            return err
-        self.error = None
+        made, err = self.queue.apply(self.trainer, before=self.timeline.keep_before_change)
+        self.timeline.changes += made
+        return self._said(err)
+
+    def _said(self, err: Exception | None) -> Exception | None:
+        """Show what a step boundary did: ``error`` names a refused change (None: all applied); the panel
+        hears of it."""
+        self.error = None if err is None else f"{type(err).__name__}: {err}"
         self.on_change()
+        return err
 
     # --- scenarios -------------------------------------------------------------------------------
     def set_up(self, name: str) -> str:
-        """Queue scenario ``name``'s knobs (next step boundary); returns what it says to try."""
+        """Set scenario ``name`` up (paused only: it may add the reference model and changes several knobs at
+        once); returns what it says to try. Refused while playing or mid-step, with nothing changed."""
         s = self._scenario(name)
+        self._check_idle("set_up")
         if s.reference and self.trainer.ref_model is None:  # KL is measured whenever there is a reference
-            if self.state != "paused":
-                raise RuntimeError(f"{name}: pause first (this scenario adds the reference model)")
+            check_live(self.trainer.recipe, {**self.pending, **s.setup})  # refused before the reference is added
             self.trainer.use_reference("start")
         self.set_many(s.setup)
         return describe(name)
@@ -145,15 +141,17 @@ class LabLoop:
     # --- stepping --------------------------------------------------------------------------------
     def _one_step(self):
         self._apply()
-        t0 = time.perf_counter()
-        record = self.trainer.step()
-        self._after_step(record)
-        self.step_seconds = (self.step_seconds + [time.perf_counter() - t0])[-10:]
+        with self.times.timing():
+            record = self.trainer.step()
+            self._after_step(record)
         return record
 
     def _after_step(self, record) -> None:
-        """Once the main branch's step has committed: the fork's step, a periodic keep, the panel's hook."""
-        self.forks.step(len(self.changes))
+        """Once the main branch's step has committed: the fork's step (in its own trainer), a periodic keep, the
+        panel's hook."""
+        refused = self.forks.step()
+        if refused is not None:
+            self._said(refused)
         self.timeline.keep_if_due()
         self.on_step(record)
 
@@ -167,51 +165,36 @@ class LabLoop:
             self.state = "paused"
 
     def play(self, steps: int | None = None) -> None:
-        """Train in the background until ``pause()`` (or ``steps`` more steps); returns at once."""
+        """Train in the background until ``pause()`` (or ``steps`` more steps); returns at once. The thread drives
+        the trainer and the open fork's: the notebook's calls that change them are refused until a pause."""
         self._check_idle("play")
         if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool) or steps < 1):
             raise ValueError(f"steps: expected a positive int or None (until pause), got {steps!r}")
-        self._stop.clear()
         self.state, self.error = "playing", None
-        self._thread = threading.Thread(target=self._play, args=(steps,), name="rlnb-lab", daemon=True)
-        owner.claim(self.trainer, self._thread, "a playing Lab")
-        self._thread.start()
+        self.player.start(self._one_step, self.trainers(), steps, on_end=self._played, on_stopped=self._stopped)
 
-    def _play(self, steps) -> None:
-        try:
-            n = 0
-            while not self._stop.is_set() and (steps is None or n < steps):
-                self._one_step()
-                n += 1
-        except BaseException as err:  # the Trainer rolled the failed step back; say what happened
-            self.error = f"{type(err).__name__}: {err}"
-        finally:
-            self.timeline.keep_now()
-            owner.release(self.trainer, threading.current_thread())
-            self.state = "paused"
-            self.on_change()
+    def _played(self, error: str | None) -> None:  # in the thread, once it stops: a point is kept there
+        self.error = error if error is not None else self.error
+        self.timeline.keep_now()
+
+    def _stopped(self) -> None:
+        self.state = "paused"
+        self.on_change()
+
+    @property
+    def _thread(self):
+        return self.player.thread
 
     def pause(self, *, wait: bool = True, timeout: float | None = None) -> None:
         """Stop after the step in progress (a point is kept there). ``wait=False`` returns at once
         (what the button does, so the kernel never blocks on a step)."""
-        self._stop.set()
-        th = self._thread
-        if wait and th is not None and th is not threading.current_thread():
-            th.join(timeout)
+        self.player.stop(wait=wait, timeout=timeout)
 
     def wait(self, step: int | None = None, *, timeout: float = 600.0) -> int:
         """Block until the trainer has reached ``step`` (or, with None, until playing stops), or
         ``timeout`` seconds pass, or playing stops; returns the step count. Interrupting the kernel
         while it waits pauses the lab (after the step in progress), then raises the KeyboardInterrupt."""
-        t0 = time.monotonic()
-        try:
-            while self.state == "playing" and time.monotonic() - t0 < timeout:
-                if step is not None and self.trainer.step_count >= step:
-                    break
-                time.sleep(0.02)
-        except KeyboardInterrupt:
-            self.pause(wait=True)
-            raise
+        self.player.wait(lambda: step is not None and self.trainer.step_count >= step, timeout)
         return self.trainer.step_count
 
     def step_stage(self):
@@ -221,7 +204,7 @@ class LabLoop:
         if self._stage is None:
             self._check_idle("step_stage")
             self._apply()
-            self._stage = StagedStep(self.trainer, self._after_step)
+            self._stage = StagedStep(self.trainer, self._after_step, also=self.forks.trainers())
         try:
             return self._stage.next()
         finally:
@@ -255,21 +238,21 @@ class LabLoop:
             raise RuntimeError("rewind: a fork is open; close it first (lab.close_fork()), then rewind the main run")
         point = self.timeline.rewind(step)
         self.forks.forget_after(point.step)
-        with self._lock:
-            self.pending = {}
+        self.queue.clear()
         self.on_change()
         return self.trainer.step_count
 
     def fork(self, **knobs) -> Branch:
         """Copy the run now (paused, at a step boundary) into a second branch; ``knobs`` are the fork's own
-        changes (applied at its first step). From now on each step steps both branches. Refused with
-        MemoryError where the copy does not fit (``rlnb.lab.fork.check_fits``)."""
+        changes, applied to it now: a knob ``set`` would refuse (``critic``, ``max_new_tokens`` past the context, a
+        bad value) is refused here, naming it, and no fork is made. From now on each step steps both branches, the
+        fork in its own trainer. Refused with MemoryError where the copy does not fit (``rlnb.lab.fork.check_fits``)."""
         self._check_idle("fork")
         if self.pending:
             raise RuntimeError(f"fork: knob changes are queued for the main run ({sorted(self.pending)}); "
                                "step once or set them again after forking")
-        branch = self.forks.open(knobs)
-        self.timeline.kept.add(branch.point)  # the fork point is a natural place to come back to
+        branch, point = self.forks.open(knobs, len(self.changes))
+        self.timeline.kept.add(point)  # the fork point is a natural place to come back to
         self.on_change()
         return branch
 
@@ -282,9 +265,9 @@ class LabLoop:
         return branch
 
     def in_branch(self, branch: str, fn):
-        """``fn(trainer)`` with ``branch`` ("main" or "fork") put in the trainer (paused only); main put back."""
+        """``fn(trainer)`` on ``branch``'s trainer ("main" or "fork": the fork's own; paused only)."""
         self._check_idle("in_branch")
-        return self.forks.in_branch(branch, fn, len(self.changes))
+        return self.forks.in_branch(branch, fn)
 
     def labels(self) -> tuple[str, str] | None:
         """(main, fork) legend labels, by what differs: ("beta 0", "beta 0.05 from step 30"); None without a fork."""
@@ -292,8 +275,7 @@ class LabLoop:
 
     # --- status and shutdown ---------------------------------------------------------------------
     def seconds_per_step(self) -> float | None:
-        s = sorted(self.step_seconds)
-        return s[len(s) // 2] if s else None
+        return self.times.median()
 
     def last_change(self, step: int | None = None):
         """The latest change made by the boundary after ``step`` (None: now), or None."""
@@ -303,14 +285,9 @@ class LabLoop:
         """"step 37 / playing / 1.1 s per step / last change: beta 0 -> 0.05 at step 30", about ``step`` (None:
         the trainer's step now; the panel passes the step its figure shows, so the two never disagree)."""
         step = self.trainer.step_count if step is None else step
-        sps, change = self.seconds_per_step(), self.last_change(step)
         half = self._stage is not None and isinstance(self._stage.out, tuple)
-        parts = [f"step {step}", f"stage {self._stage.out[0]} done" if half else self.state]
-        parts.append(f"{sps:.2g} s per step" if sps is not None else "- s per step")
-        parts.append(f"last change: {change}" if change else "no knob changed yet")
-        if self.pending:
-            parts.append("next step: " + ", ".join(f"{k}={v!r}" for k, v in self.pending.items()))
-        return " / ".join(parts + self.forks.status())
+        doing = f"stage {self._stage.out[0]} done" if half else self.state
+        return line(step, doing, self.seconds_per_step(), self.last_change(step), self.pending, self.forks.status())
 
     def close(self) -> None:
         """Stop the background work (waits for the step in progress; a half-run staged step is rolled
@@ -322,15 +299,3 @@ class LabLoop:
         self.closed = True
         owner.let_go(self.trainer, self)
 
-
-def measure_kl(trainer):
-    """Give a trainer without a reference the run's starting weights as one, so the lab logs the KL to the start
-    at every step whatever beta is (beta = 0 keeps it out of the loss): turning beta on then shows its effect, not
-    a jump from "unmeasured". Costs one reference forward per step. Returns the reference it added (or None:
-    the trainer had one, or its model is too big to have kept its starting weights)."""
-    if trainer.ref_model is not None:
-        return None
-    try:
-        return trainer.use_reference("start")
-    except ValueError:
-        return None

@@ -4,7 +4,8 @@ Each scenario is a set of knob changes (applied through the lab, at the next ste
 change that treats it. The lab tries the fix in a fork ("set up the symptom, fork, apply the fix in one branch"),
 so the fix races the untreated run from the same weights, seed and prompts. The numbers each one quotes are
 measured the same way on the toy by ``scripts/measure_lab_scenarios.py`` (stored in
-``docs/results/lab_scenarios.json``), never typed in.
+``docs/results/lab_scenarios.json``), never typed in. ``measure_kl`` gives a run without a reference its starting
+weights as one, so the KL a scenario like "drift" shows is measured from the first step.
 """
 
 from __future__ import annotations
@@ -100,3 +101,16 @@ def describe(name: str) -> str:
         text += (f" {run}: {s.metric} went {a['start']:.3g} -> {a['end']:.3g} untreated (the symptom showed), and "
                  f"{b['start']:.3g} -> {b['end']:.3g} in the fork with the fix, which {verdict}.")
     return text
+
+
+def measure_kl(trainer):
+    """Give a trainer without a reference the run's starting weights as one, so the lab logs the KL to the start
+    at every step whatever beta is (beta = 0 keeps it out of the loss): turning beta on then shows its effect, not
+    a jump from "unmeasured". Costs one reference forward per step. Returns the reference it added (or None:
+    the trainer had one, or its model is too big to have kept its starting weights)."""
+    if trainer.ref_model is not None:
+        return None
+    try:
+        return trainer.use_reference("start")
+    except ValueError:
+        return None

@@ -2,8 +2,8 @@
 
 A value of the wrong kind would otherwise load and fail steps later (a string ``run_target``), or train
 silently on other prompts (a negative prompt cursor), or continue as another run (``state.pt`` without its
-random streams starts fresh ones). ``read_meta`` calls ``check_meta``; ``_restore`` calls ``check_state`` and
-``check_history_line`` before it sets anything on the trainer.
+random streams starts fresh ones). ``read_meta`` calls ``check_meta``; ``restore_run`` calls ``check_state`` and
+``check_history_line`` before it sets anything on the trainer (both in ``rlnb.run.checkpoint_read``).
 """
 
 from __future__ import annotations

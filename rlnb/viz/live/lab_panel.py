@@ -94,8 +94,9 @@ class Lab:
         for b, fn in actions.items():
             self.buttons[b].on_click(lambda _, fn=fn: self._safely(fn))
         self.scenario_controls = ScenarioControls(
-            SCENARIOS, describe, on_set_up=lambda name: self._safely(lambda: self.set_up(name)),
-            on_fix=lambda name: self._safely(lambda: self.try_fix(name)))
+            SCENARIOS, describe,
+            on_set_up=lambda name: self._safely(lambda: self._between_steps(lambda: self.set_up(name))),
+            on_fix=lambda name: self._safely(lambda: self._between_steps(lambda: self.try_fix(name))))
         self.scenario, self.scenario_text = self.scenario_controls.scenario, self.scenario_controls.text
         self.buttons.update(self.scenario_controls.buttons)
         for b, w in self.buttons.items():
@@ -150,7 +151,8 @@ class Lab:
         self._refresh()
 
     def set_up(self, name: str) -> str:
-        """Apply scenario ``name``'s knobs (next step boundary); returns what it says to try."""
+        """Set scenario ``name`` up (paused only; the Set up button pauses at the step boundary and plays on);
+        returns what it says to try."""
         text = self.loop.set_up(name)
         self.scenario.value = name
         self._refresh()
@@ -170,8 +172,9 @@ class Lab:
 
     # --- fork and rewind (the engine does them; the panel follows) -----------------------------------
     def fork(self, **knobs):
-        """Copy the run now (paused) into a second branch with ``knobs`` as its own changes; from now on every
-        step steps both, and every panel overlays them. The sliders drive the fork until you switch "knobs for"
+        """Copy the run now (paused) into a second branch, a trainer of its own, with ``knobs`` as its own changes
+        (refused as ``set`` refuses them: then no fork is made); from now on every step steps both, and every panel
+        overlays them. The sliders drive the fork until you switch "knobs for"
         back to main. Memory: ``fork_cost()``; refused (MemoryError) where the copy does not fit."""
         branch = self.loop.fork(**knobs)
         self._forked()
@@ -207,8 +210,8 @@ class Lab:
         return step
 
     def _between_steps(self, fn) -> None:
-        """A Fork or Close fork press: while playing, pause at the step boundary (at most one step's wait), do
-        ``fn``, play on."""
+        """A Fork, Close fork, Set up or Fork and fix press: while playing, pause at the step boundary (at most one
+        step's wait), do ``fn``, play on."""
         playing = self.loop.state == "playing"
         if playing:
             self.loop.pause(wait=True)
