@@ -209,3 +209,14 @@ def test_report_and_table_list_every_gap():
     assert len(table) == 2 + len(rlnb.recipes.names())
     row = next(line for line in table if line.startswith("| `dapo` |"))
     assert "`dapo`" in row and "`max_gen_rounds=3`" in row and "`filters='dynamic_sampling'`" in row
+
+
+def test_verl_override_values_are_exact_and_short_enough_to_read():
+    """Hydra's grammar, exact, and no 1000000000.0 in a printed command (the browser's readability check)."""
+    from rlnb.export.verl_map import hydra_value
+
+    cases = {1e9: "1e+09", 0.2: "0.2", 1.0: "1.0", 1e-6: "1e-06", 3.0000001: "3.0000001", True: "true", None: "null",
+             (1, 0.5): "[1,0.5]"}
+    for value, text in cases.items():
+        assert hydra_value(value) == text
+    assert all(float(hydra_value(v)) == v for v in (1e9, 0.28, 3.0000001, 1e-12))

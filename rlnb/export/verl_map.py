@@ -291,8 +291,9 @@ def hydra_value(value) -> str:
         return "null"
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(hydra_value(v) for v in value) + "]"
-    if isinstance(value, float):
-        return repr(value)
+    if isinstance(value, float):  # the shortest exact form a reader can take in: 1e+09, not 1000000000.0
+        short = f"{value:g}"
+        return short if ("e" in short or "." in short) and float(short) == value else repr(value)
     return str(value)
 
 
