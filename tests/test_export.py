@@ -215,8 +215,8 @@ def test_verl_override_values_are_exact_and_short_enough_to_read():
     """Hydra's grammar, exact, and no 1000000000.0 in a printed command (the browser's readability check)."""
     from rlnb.export.verl_map import hydra_value
 
-    cases = {1e9: "1e+09", 0.2: "0.2", 1.0: "1.0", 1e-6: "1e-06", 3.0000001: "3.0000001", True: "true", None: "null",
-             (1, 0.5): "[1,0.5]"}
-    for value, text in cases.items():
-        assert hydra_value(value) == text
+    cases = [(1e9, "1e+09"), (0.2, "0.2"), (1.0, "1.0"), (1e-6, "1e-06"), (3.0000001, "3.0000001"), (True, "true"),
+             (None, "null"), ((1, 0.5), "[1,0.5]")]
+    for value, text in cases:
+        assert hydra_value(value) == text, value
     assert all(float(hydra_value(v)) == v for v in (1e9, 0.28, 3.0000001, 1e-12))
