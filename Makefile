@@ -72,7 +72,7 @@ browser-soak: install  ## every notebook in JupyterLab SOAK times under load: un
 # The course as a website in build/site/ (open build/site/index.html, or serve it for the search:
 # python -m http.server -d build/site). Smoke mode: every notebook runs in seconds, the pages say so; executed notebooks
 # are kept in build/ and reused while newer than their notebook (after changing rlnb itself: rm -rf build/site-*).
-# site-full: the chapters' full-mode numbers (~45 min on 2 cores).
+# site-full: the chapters' full-mode numbers (about 14 min on 2 cores: the sum of docs/results/runtimes.json).
 site: install  ## the course website from every notebook in smoke mode, offline
 	$(BIN)/python scripts/build_site.py --reuse
 

@@ -2,7 +2,7 @@
 the cheat sheet and the guides in docs/. Offline: nothing is fetched, plotly.js is served by the site itself.
 
     python scripts/build_site.py                   # every notebook in smoke mode -> build/site/ (make site)
-    python scripts/build_site.py --full            # full mode: the numbers the chapters teach (~45 min, 2 cores)
+    python scripts/build_site.py --full            # full mode: the numbers the chapters teach (about 14 min of notebooks on 2 cores)
     python scripts/build_site.py --only 00 03      # a few notebooks (the CI test); the others are left out
     python scripts/build_site.py --reuse           # keep executed notebooks newer than their source notebook
 

@@ -155,3 +155,12 @@ def test_the_set_up_timetable_fits_each_plans_set_up_slot(title):
     assert len(table) >= 3
     assert all(b[0] == a[0] + a[1] for a, b in zip(table, table[1:])), "the timetable's rows must follow each other"
     assert table[-1][0] + table[-1][1] - table[0][0] <= slot, f"{title}: the set-up takes longer than its {slot} min"
+
+
+def test_the_full_mode_site_time_is_the_sum_of_the_chapters_runtimes():
+    """teaching.md's time for `build_site.py --full`: the chapters' full-mode seconds summed, in whole minutes."""
+    runtimes = json.loads((ROOT / "docs" / "results" / "runtimes.json").read_text())
+    text = TEACHING.read_text().split("python scripts/build_site.py --full", 1)[1][:300]
+    stated = re.search(r"about (\d+) minutes", text)
+    assert stated, "teaching.md: say how long the full-mode site takes, right after its command"
+    assert int(stated.group(1)) == round(sum(e["seconds"] for e in runtimes.values()) / 60)
