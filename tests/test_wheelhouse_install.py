@@ -33,6 +33,7 @@ def sh(*cmd, **kw) -> subprocess.CompletedProcess:
 def wheelhouse(tmp_path_factory) -> Path:
     if os.environ.get("RLNB_WHEELHOUSE"):
         return Path(os.environ["RLNB_WHEELHOUSE"]).resolve()
+    sys.path.insert(0, str(ROOT / "tests"))  # pytest imports test files by path, not as a package
     from test_wheelhouse import build_rlnb_wheel  # from a copy of the sources: no build/ left in the checkout
 
     wh = tmp_path_factory.mktemp("wheelhouse")  # the Makefile's `wheelhouse` target, with this machine's pip
