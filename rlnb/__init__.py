@@ -32,13 +32,15 @@ __all__ = [
 
 def __getattr__(name):
     import importlib
+    import importlib.util
 
-    if name in _SUBMODULES:
-        return importlib.import_module(f"rlnb.{name}")
     if name in _NAMES:
         value = getattr(importlib.import_module(_NAMES[name]), name)
         globals()[name] = value  # the next look-up is a plain attribute
         return value
+    # any subpackage, as when `import rlnb` loaded them all: `rlnb.check.expect`, `rlnb.run.controllers`
+    if name in _SUBMODULES or (not name.startswith("_") and importlib.util.find_spec(f"rlnb.{name}") is not None):
+        return importlib.import_module(f"rlnb.{name}")
     raise AttributeError(f"module 'rlnb' has no attribute {name!r}")
 
 

@@ -67,3 +67,13 @@ def test_the_heavy_commands_still_get_their_recipe_flags():
     assert args.r_lr == 0.001 and args.steps == 3
     light = build_parser(recipe_flags=False)
     assert light.parse_args(["doctor", "--no-timing"]).no_timing
+
+
+def test_import_rlnb_still_reaches_every_name_and_subpackage_it_did():
+    code = ("import rlnb; names = [getattr(rlnb, n) for n in rlnb.__all__]; "
+            "print(rlnb.check.__name__, rlnb.run.controllers.__name__, rlnb.Trainer.__name__, len(names)); "
+            "import importlib; rlnb.no_such_thing")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.stdout.split() == ["rlnb.check", "rlnb.run.controllers", "Trainer", "16"], out.stderr[-2000:]
+    assert "AttributeError: module 'rlnb' has no attribute 'no_such_thing'" in out.stderr
