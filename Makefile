@@ -20,12 +20,15 @@ WHEELHOUSE ?= wheelhouse
 # --dist loadfile keeps each notebook (its cells share one kernel) and each test module whole on one worker.
 WORKERS ?= 2
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)-$(EXTRAS)
+# a learner's install (make lab, make train): the course's extras only, none of the developers' (pytest, playwright,
+# mkdocs); a developer's `make install` is a superset of it
+COURSE_STAMP := $(VENV)/.course-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)-$(COURSE_EXTRAS)
 
 export OMP_WAIT_POLICY := PASSIVE
 export TOKENIZERS_PARALLELISM := false
 export HF_HUB_OFFLINE := 1
 
-.PHONY: install lab train test test-fast browser-soak site site-full wheelhouse clean
+.PHONY: install install-course lab train test test-fast browser-soak site site-full wheelhouse clean
 
 install: $(STAMP)
 
@@ -38,10 +41,20 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $@
 
-lab: install  ## the curriculum in JupyterLab, on the embedded default model
+install-course: $(COURSE_STAMP)
+
+$(COURSE_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(BIN)/python -m pip install -q -e ".[$(COURSE_EXTRAS)]"
+	rm -f $(VENV)/.course-*
+	touch $@
+
+lab: install-course  ## the curriculum in JupyterLab, on the embedded default model (rlnb course)
 	$(BIN)/rlnb course
 
-train: install  ## headless: GRPO on 3-digit addition in the terminal (progress bar, metrics, HTML report)
+train: install-course  ## headless: GRPO on 3-digit addition in the terminal (progress bar, metrics, HTML report)
 	$(BIN)/rlnb train --recipe grpo --task add --steps 200 --out runs/grpo-add
 
 test: install  ## everything CI runs: unit tests, doctests, notebooks (smoke mode), browser test
@@ -59,7 +72,7 @@ browser-soak: install  ## every notebook in JupyterLab SOAK times under load: un
 # The course as a website in build/site/ (open build/site/index.html, or serve it for the search:
 # python -m http.server -d build/site). Smoke mode: every notebook runs in seconds, the pages say so; executed notebooks
 # are kept in build/ and reused while newer than their notebook (after changing rlnb itself: rm -rf build/site-*).
-# site-full: the chapters' full-mode numbers (~45 min on 2 cores).
+# site-full: the chapters' full-mode numbers (about 14 min on 2 cores: the sum of docs/results/runtimes.json).
 site: install  ## the course website from every notebook in smoke mode, offline
 	$(BIN)/python scripts/build_site.py --reuse
 

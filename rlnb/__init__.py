@@ -12,13 +12,17 @@ import os as _os
 # its OpenMP runtime, which reads it once (a process that imported torch first keeps its own); a value set wins.
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from rlnb import algos, recipes, tasks  # noqa: E402
-from rlnb.batch import Batch  # noqa: E402
-from rlnb.core import __version__  # noqa: E402
-from rlnb.loop import StepRecord, Trainer  # noqa: E402
-from rlnb.models import load, load_default  # noqa: E402
-from rlnb.recipe import Recipe  # noqa: E402
-from rlnb.stages import Advantager, Rewarder, Sampler, Updater, UpdateStats  # noqa: E402
+from rlnb.core import __version__  # noqa: E402  (torch-free: rlnb.core imports nothing heavy at package level)
+
+# The names below load on first use (PEP 562), not at `import rlnb`: the `rlnb` command (rlnb.cli) runs this file
+# first, and `rlnb doctor` / `rlnb course` must print before torch's seconds of import. `rlnb.Trainer`,
+# `from rlnb import Recipe` and `rlnb.tasks` work as before. rlnb.viz also needs ipywidgets and plotly, which a GPU
+# server running only the loop and kernels may lack.
+_SUBMODULES = ("algos", "recipes", "tasks", "viz")
+_NAMES = {"Batch": "rlnb.batch", "StepRecord": "rlnb.loop", "Trainer": "rlnb.loop", "load": "rlnb.models",
+          "load_default": "rlnb.models", "Recipe": "rlnb.recipe", "Advantager": "rlnb.stages",
+          "Rewarder": "rlnb.stages", "Sampler": "rlnb.stages", "Updater": "rlnb.stages", "UpdateStats": "rlnb.stages",
+          "show_source": "rlnb.viz"}
 
 __all__ = [
     "Advantager", "Batch", "Recipe", "Rewarder", "Sampler", "StepRecord", "Trainer", "UpdateStats", "Updater",
@@ -27,11 +31,18 @@ __all__ = [
 
 
 def __getattr__(name):
-    # rlnb.viz needs ipywidgets and plotly; a GPU server running only the loop and kernels may lack them,
-    # so it loads on first use (`rlnb.viz.ClipExplorer`, `rlnb.show_source`), not at `import rlnb`
-    if name in ("viz", "show_source"):
-        import importlib
+    import importlib
+    import importlib.util
 
-        viz = importlib.import_module("rlnb.viz")
-        return viz if name == "viz" else viz.show_source
+    if name in _NAMES:
+        value = getattr(importlib.import_module(_NAMES[name]), name)
+        globals()[name] = value  # the next look-up is a plain attribute
+        return value
+    # any subpackage, as when `import rlnb` loaded them all: `rlnb.check.expect`, `rlnb.run.controllers`
+    if name in _SUBMODULES or (not name.startswith("_") and importlib.util.find_spec(f"rlnb.{name}") is not None):
+        return importlib.import_module(f"rlnb.{name}")
     raise AttributeError(f"module 'rlnb' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted({*globals(), *__all__})

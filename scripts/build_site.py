@@ -2,14 +2,16 @@
 the cheat sheet and the guides in docs/. Offline: nothing is fetched, plotly.js is served by the site itself.
 
     python scripts/build_site.py                   # every notebook in smoke mode -> build/site/ (make site)
-    python scripts/build_site.py --full            # full mode: the numbers the chapters teach (~45 min, 2 cores)
+    python scripts/build_site.py --full            # full mode: the numbers the chapters teach (about 14 min of notebooks on 2 cores)
     python scripts/build_site.py --only 00 03      # a few notebooks (the CI test); the others are left out
     python scripts/build_site.py --reuse           # keep executed notebooks newer than their source notebook
 
-Open build/site/index.html in a browser (pages, figures and navigation work from file://, e.g. a USB stick), or
-serve it for the search too: ``python -m http.server -d build/site 8000`` (the search runs in a web worker, which
-browsers do not start from file://; mkdocs-material's ``offline`` plugin would fix that with a shim it fetches
-from a CDN, so it is not used). Why mkdocs-material with mkdocs-jupyter: both install from pip with no node
+Open build/site/index.html in a browser: pages, figures, equations, the light/dark toggle and the search all work
+from file:// (a USB stick, no server), or serve it: ``python -m http.server -d build/site 8000``. From file://
+browsers start no web worker, which mkdocs-material's search runs in, and refuse the fetch of its index: the site
+ships the index as a script (``search/search_index.js``) and runs the worker in an iframe
+(``docs/site/rlnb-file-worker.js``); mkdocs-material's ``offline`` plugin does the same with a shim it fetches
+from a CDN, so it is not used. Why mkdocs-material with mkdocs-jupyter: both install from pip with no node
 toolchain, build offline, and give chapter navigation, a light/dark toggle and a search built into the page. The
 notebooks are executed here, not by the plugin, with ``RLNB_SITE=1`` (``rlnb.viz.site``): figures leave the
 notebook as theme-free plotly JSON that ``docs/site/rlnb-figures.js`` draws in the page's scheme.
@@ -152,6 +154,7 @@ def build(only: list[str], smoke: bool, reuse: bool, out: Path, work: Path = BUI
     # cwd: mkdocs-jupyter keeps a cache folder in the working directory; in build/, not in the repository
     subprocess.run([sys.executable, "-m", "mkdocs", "build", "-q", "-f", str(stage / "mkdocs.yml")], check=True, cwd=stage,
                    env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    site_pages.inline_search_index(out)  # the search from file://
     print(f"site: {len(books)} chapters ({mode} mode) in {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}/ "
           f"(mkdocs {time.perf_counter() - t0:.0f} s); open index.html", flush=True)
     return runs

@@ -178,5 +178,16 @@ def config(books: list[Path], out: Path) -> str:
         "extra_javascript": ["assets/plotly.min.js", "assets/rlnb-templates.js", "assets/rlnb-figures.js",
                              "assets/rlnb-math.js"],
         "extra_css": ["assets/rlnb.css"],
+        # loaded before the theme's bundle: from file:// the search worker runs in an iframe (rlnb-file-worker.js)
+        "extra": {"polyfills": ["assets/rlnb-file-worker.js"]},
     }
     return json.dumps(cfg, indent=1)
+
+
+def inline_search_index(site: Path) -> Path:
+    """``search/search_index.js``: the search index as a script, which mkdocs-material's bundle loads instead of
+    fetching ``search_index.json`` when the page comes from file:// (a fetch there is refused)."""
+    index = site / "search" / "search_index.json"
+    out = index.with_suffix(".js")
+    out.write_text(f"var __index = {index.read_text(encoding='utf-8')};\n", encoding="utf-8")
+    return out

@@ -12,12 +12,17 @@ from pathlib import Path
 
 from rlnb.cli import course
 from rlnb.cli import train as train_run  # the module: `rlnb.cli.train` stays the module, not its function
-from rlnb.core.checks import MAX_COUNT, MAX_SEED, short
-from rlnb.recipe import Recipe
+from rlnb.core.knobs import MAX_COUNT, MAX_SEED, short
+
+# Nothing above imports torch (tests/test_cli_light.py checks): `rlnb course`, `rlnb reset` and `rlnb doctor`
+# print at once; the commands that train or evaluate import it (and the Recipe, whose knobs make their flags).
+LIGHT = ("course", "reset", "doctor")
 
 
 def add_recipe_flags(p: argparse.ArgumentParser) -> None:
     """One flag per Recipe knob, typed, ranged and documented from its declaration (``Recipe.knobs()``)."""
+    from rlnb.recipe import Recipe
+
     g = p.add_argument_group("recipe overrides (defaults come from --recipe; 'entry' = the chosen "
                              "registry entry's own default)")
     for name, k in Recipe.knobs().items():
@@ -103,6 +108,7 @@ def cmd_info(args) -> int:
     import transformers
 
     from rlnb import __version__, kernels, recipes, tasks
+    from rlnb.recipe import Recipe
 
     print(f"rlnb {__version__}  python {platform.python_version()}  torch {torch.__version__}  "
           f"transformers {transformers.__version__}")
@@ -188,12 +194,15 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(recipe_flags: bool = True) -> argparse.ArgumentParser:
+    """The whole command line; ``recipe_flags`` False leaves out ``info``'s and ``train``'s recipe flags (building
+    them imports torch), for a command that does not read them."""
     ap = Parser(prog="rlnb", description="Reinforcement learning for LLM reasoning, step by step.")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=Parser)
     info = sub.add_parser("info", help="versions, device, whether Triton can run, and what a recipe runs")
     info.add_argument("--recipe", default="grpo", help="show the hyperparameters this recipe runs with")
-    add_recipe_flags(info)
+    if recipe_flags:
+        add_recipe_flags(info)
     info.set_defaults(fn=cmd_info)
 
     ev = sub.add_parser("eval", help="greedy and sampled pass@1 (and pass@k) on held-out prompts")
@@ -232,7 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--eval-n", type=_non_negative, default=200,
                     help="held-out prompts for greedy pass@1 before/after (0: skip)")
     tr.add_argument("--no-progress", action="store_true")
-    add_recipe_flags(tr)
+    if recipe_flags:
+        add_recipe_flags(tr)
     tr.set_defaults(fn=cmd_train)
 
     be = sub.add_parser("bench", help="benchmarks: `rlnb bench loss --help`")
@@ -255,17 +265,17 @@ _NAMED = re.compile(r"^-{0,2}[A-Za-z_][\w.\-]*(\[[^\]]*\])*(\.\w+)*: ")
 
 def user_error(e: BaseException) -> bool:
     """Whether ``e`` is the user's to fix (one line, exit 2) rather than a bug (a traceback)."""
-    from rlnb.stages import RewardFunctionError
-
-    if isinstance(e, (OSError, RewardFunctionError, torch_oom())):  # files, network, memory, a reward function
+    if isinstance(e, (ValueError, TypeError, KeyError)) and _NAMED.match(message(e)):
         return True
-    return isinstance(e, (ValueError, TypeError, KeyError)) and bool(_NAMED.match(message(e)))
+    return isinstance(e, (OSError, MemoryError, *heavy_errors()))  # files, network, memory, a reward function
 
 
-def torch_oom() -> type:
-    import torch
-
-    return getattr(torch, "OutOfMemoryError", MemoryError)
+def heavy_errors() -> tuple[type, ...]:
+    """A reward function's error and torch's out-of-memory, where loaded (a light command that never imported
+    them cannot have raised them, and its error path should not spend seconds importing torch)."""
+    stages, torch = sys.modules.get("rlnb.stages"), sys.modules.get("torch")
+    return ((stages.RewardFunctionError,) if stages else ()) + ((torch.OutOfMemoryError,)
+                                                                 if torch and hasattr(torch, "OutOfMemoryError") else ())
 
 
 def message(e: BaseException) -> str:
@@ -276,7 +286,9 @@ def message(e: BaseException) -> str:
 def main(argv=None) -> int:
     """Run one command. A user's mistake ends in one line ``rlnb: error: ...`` on stderr and exit code 2;
     Ctrl-C in exit code 130; anything else (a bug) keeps its traceback."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = next((a for a in argv if not a.startswith("-")), None)  # the top level has no option taking a value
+    args = build_parser(recipe_flags=command not in LIGHT).parse_args(argv)
     t0 = time.time()
     try:
         return args.fn(args) or 0

@@ -154,6 +154,12 @@ def check_torch(facts: dict | None) -> Result:
     return Result("torch", "ok", f"{facts['version']} ({build}{', GPU usable' if facts['gpu'] else ''})")
 
 
+def check_cpu(cpu: dict) -> Result:
+    """The cores and the OpenMP wait policy torch will start with (known before torch loads)."""
+    policy = cpu["wait_policy"] or "unset"
+    return Result("cpu", "ok", f"{cpu['cores']} cores; OMP_WAIT_POLICY={policy}")
+
+
 def check_threads(threads: int, cpu: dict) -> Result:
     cores, load = cpu["cores"], cpu["load"]
     if threads > cores:
@@ -208,15 +214,19 @@ def predict(runtimes: dict, seconds: float | None) -> list[Result]:
     the step time recorded with the measurement; where none was recorded, the measured seconds as they are."""
     out = []
     for name, entry in sorted(runtimes.items()):
-        ref = entry.get("step_seconds")
-        if seconds is not None and ref:
-            guess, basis = entry["seconds"] * seconds / ref, "scaled by step time"
-        else:
-            guess, basis = entry["seconds"], f"as measured on {entry.get('machine', 'the measuring machine')}"
+        guess, basis = predicted_seconds(entry, seconds)
         status = "ok" if guess <= SLOW_CHAPTER_S else "problem"
         fix = "run it with RLNB_SMOKE=1 (seconds), or show it from the projector" if status == "problem" else ""
         out.append(Result(f"chapter {name}", status, f"about {guess / 60:.1f} min in full mode ({basis})", fix))
     return out
+
+
+def predicted_seconds(entry: dict, seconds: float | None) -> tuple[float, str]:
+    """(one chapter's predicted full-mode seconds, how it was found) from its runtimes.json ``entry``."""
+    ref = entry.get("step_seconds")
+    if seconds is not None and ref:
+        return entry["seconds"] * seconds / ref, "scaled by step time"
+    return entry["seconds"], f"as measured on {entry.get('machine', 'the measuring machine')}"
 
 
 def chapter_results(runtimes: dict, seconds: float | None) -> list[Result]:
@@ -242,10 +252,14 @@ def run_checks(timing_steps: int | None = 5, emit=None, **size) -> list[Result]:
             if emit is not None:
                 emit(r.line())
 
+    cpu = probe_cpu()
+    add(check_python(probe_python()), check_cpu(cpu))
+    if emit is not None:  # importing torch takes seconds (a minute on a busy laptop): say so first
+        emit("loading torch ...")
     torch_facts = probe_torch()
-    add(check_python(probe_python()), check_torch(torch_facts))
+    add(check_torch(torch_facts))
     if torch_facts is not None:
-        add(check_threads(torch_facts["threads"], probe_cpu()))
+        add(check_threads(torch_facts["threads"], cpu))
     add(*(check_package(p, probe_version(p)) for p in MINIMUM))
     folders = probe_lab_extensions()
     add(*(check_lab_extension(p, folders) for p in LAB_EXTENSIONS))

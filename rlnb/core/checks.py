@@ -17,7 +17,7 @@ import numbers
 
 import torch
 
-from rlnb.core.knobs import MAX_INT, check_kind, check_range, check_value  # noqa: F401  (re-exported)
+from rlnb.core.knobs import MAX_COUNT, MAX_INT, MAX_SEED, check_kind, check_range, check_value, short  # noqa: F401  (re-exported)
 
 
 def closest(name, known) -> str:
@@ -112,14 +112,6 @@ def context_length(model) -> int | None:
 
 
 # --- plain arguments (not Recipe fields) -------------------------------------------------------------
-MAX_COUNT = MAX_INT  # steps, rows, prompts: the knobs' bound, more than any run needs
-MAX_SEED = 2**63 - 1
-
-
-def short(value, limit: int = 60) -> str:
-    """``repr(value)`` cut to ``limit`` characters (a 400-digit number is not worth printing whole)."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit - 5]}...({len(text)} chars)"
 
 
 def check_int(arg: str, value, *, low: int = 0, high: int = MAX_COUNT) -> int:

@@ -23,6 +23,15 @@ import numbers
 from dataclasses import dataclass, field, fields
 
 MAX_INT = 2**31 - 1  # the largest int a knob takes: torch, JSON and every loop bound here hold it
+# plain arguments' bounds (here, not in checks: the command line reads them without importing torch)
+MAX_COUNT = MAX_INT  # steps, rows, prompts: the knobs' bound, more than any run needs
+MAX_SEED = 2**63 - 1
+
+
+def short(value, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters (a 400-digit number is not worth printing whole)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit - 5]}...({len(text)} chars)"
 
 
 class _Unset:
