@@ -1,11 +1,13 @@
-"""Measure what each lab scenario shows on the toy, the way the lab runs it: set up the symptom, train
-``--warm`` steps, fork, apply the fix in the fork only, and race both branches ``--steps`` more steps.
+"""Measure what each lab scenario shows on the toy, the way the lab runs it: set up the symptom, train the
+scenario's ``warm`` steps, fork, apply the fix in the fork only, and race both branches ``--steps`` more steps,
+on each of ``--seeds``.
 
-    nice -n 15 python scripts/measure_lab_scenarios.py [--warm 5 --steps 20]
+    nice -n 10 python scripts/measure_lab_scenarios.py [--steps 20 --seeds 0 1]
 
-Writes docs/results/lab_scenarios.json: per scenario, the watched metric's mean over the first 3 and the
-last 5 steps of the race, in the untreated main run ("symptom") and in the fork with the fix ("fix"): same
-seed, same prompts, same weights at the fork.
+Writes docs/results/lab_scenarios.json: per scenario and seed, the watched metric and the reward at every step
+of the race, in the untreated main run ("symptom") and in the fork with the fix ("fix"): same seed, same
+prompts, same weights at the fork. ``rlnb.lab.scenarios.shown`` and ``helped`` judge them (rules fixed there);
+the script prints their verdicts.
 """
 
 from __future__ import annotations
@@ -16,12 +18,12 @@ import time
 
 from rlnb import Trainer
 from rlnb.lab import LabLoop, measure_kl
-from rlnb.lab.scenarios import RESULTS, SCENARIOS
+from rlnb.lab.scenarios import RESULTS, SCENARIOS, helped, shown, why_not
 
 
-def race(setup: dict, fix: dict, warm: int, steps: int, P: int, G: int) -> tuple[list, list]:
+def race(setup: dict, fix: dict, warm: int, steps: int, P: int, G: int, seed: int) -> tuple[list, list]:
     """The histories of the main run and of the fork, from the fork step on."""
-    t = Trainer.tiny("grpo", **{"prompts_per_step": P, "num_generations": G, **setup})
+    t = Trainer.tiny("grpo", seed=seed, **{"prompts_per_step": P, "num_generations": G, **setup})
     measure_kl(t)  # KL to the start at every step, as in the lab
     loop = LabLoop(t)
     for _ in range(warm):
@@ -33,29 +35,30 @@ def race(setup: dict, fix: dict, warm: int, steps: int, P: int, G: int) -> tuple
     return t.history[warm:], branch.history[warm:]
 
 
-def summary(history, metric) -> dict:
-    vals = [h[metric] for h in history]
-    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
-    return {"start": mean(vals[:3]), "end": mean(vals[-5:]), "values": vals}
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--warm", type=int, default=5)
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--P", type=int, default=8)
     ap.add_argument("--G", type=int, default=8)
+    ap.add_argument("--only", nargs="*", default=None, help="scenario names to re-measure (the others are kept)")
     args = ap.parse_args()
-    out = {}
+    out = json.loads(RESULTS.read_text()) if args.only and RESULTS.exists() else {}
     for name, s in SCENARIOS.items():
+        if args.only and name not in args.only:
+            continue
         t0 = time.time()
-        out[name] = {"warm": args.warm, "steps": args.steps, "P": args.P, "G": args.G, "metric": s.metric,
-                     "setup": s.setup, "fix_knobs": s.fix}
-        main, fork = race(s.setup, s.fix, args.warm, args.steps, args.P, args.G)
-        out[name]["symptom"], out[name]["fix"] = summary(main, s.metric), summary(fork, s.metric)
-        print(f"{name}: {s.metric} symptom {out[name]['symptom']['start']:.3f}->{out[name]['symptom']['end']:.3f}"
-              f" fix {out[name]['fix']['start']:.3f}->{out[name]['fix']['end']:.3f} ({time.time() - t0:.0f} s)",
-              flush=True)
+        runs = []
+        for seed in args.seeds:
+            main_h, fork_h = race(s.setup, s.fix, s.warm, args.steps, args.P, args.G, seed)
+            keys = dict.fromkeys([s.metric, "reward"])
+            runs.append({"seed": seed, "symptom": {k: [h[k] for h in main_h] for k in keys},
+                         "fix": {k: [h[k] for h in fork_h] for k in keys}})
+        out[name] = {"warm": s.warm, "steps": args.steps, "P": args.P, "G": args.G, "metric": s.metric,
+                     "setup": s.setup, "fix_knobs": s.fix, "runs": runs}
+        print(f"{name}: shown {shown(name, out[name])}, helped {helped(name, out[name])} "
+              f"{why_not(name, out[name])} ({time.time() - t0:.0f} s)", flush=True)
+    out = {n: out[n] for n in SCENARIOS if n in out}   # a dropped scenario's old numbers go
     RESULTS.write_text(json.dumps(out, indent=1, default=str))
     print(f"wrote {RESULTS}")
 

@@ -107,10 +107,11 @@ def test_closing_the_widget_stops_the_thread():
 def test_a_scenario_whose_symptom_did_not_show_does_not_claim_the_fix_helped(monkeypatch):
     import rlnb.lab.scenarios as sc
 
-    run = {"steps": 20, "P": 8, "G": 8, "symptom": {"start": 0.43, "end": 0.60}, "fix": {"start": 0.43, "end": 0.70}}
-    monkeypatch.setattr(sc, "measured", lambda: {"entropy collapse": run})
-    text = sc.describe("entropy collapse")
-    assert "did not show" in text and "expected way" not in text
+    flat = {"kl": [0.2] * 10, "reward": [0.1] * 10}                     # the KL never grew: no drift to treat
+    run = {"steps": 10, "P": 8, "G": 8, "runs": [{"seed": 0, "symptom": flat, "fix": flat}]}
+    monkeypatch.setattr(sc, "measured", lambda: {"drift": run})
+    text = sc.describe("drift")
+    assert "did not show" in text and "helped" not in text
 
 
 def test_a_slider_drag_is_one_change():
@@ -142,7 +143,10 @@ def test_the_lab_measures_kl_to_the_start_whatever_beta_and_hands_the_reference_
 def test_a_level_symptom_shows_when_the_untreated_run_ends_on_its_wrong_side():
     from rlnb.lab.scenarios import helped, shown
 
-    run = lambda end, fix: {"symptom": {"start": 0.9, "end": end}, "fix": {"start": 0.9, "end": fix}}  # noqa: E731
+    def run(end, fix):
+        one = lambda x: {"frac_reward_zero_std": [0.9] * 5 + [x] * 5, "reward": [0.1] * 10}  # noqa: E731
+        return {"runs": [{"seed": 0, "symptom": one(end), "fix": one(fix)}]}
+
     assert shown("no signal", run(0.8, 0.6)) and helped("no signal", run(0.8, 0.6))   # most groups without signal
     assert not shown("no signal", run(0.3, 0.2))                                       # most groups had signal
     assert not helped("no signal", run(0.8, 0.9))

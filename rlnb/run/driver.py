@@ -11,6 +11,9 @@ def run_steps(trainer, steps: int | None, *, callbacks=(), progress: bool = True
     """Train ``steps`` more steps (see ``Trainer.run``); ``None`` finishes an interrupted run."""
     from tqdm.auto import tqdm  # tqdm picks its notebook or terminal bar when the bar is made
 
+    # the course's one label table ("mean reward", not "reward")
+    from rlnb.viz.figures.theme import metric_label
+
     callbacks = check_callbacks(callbacks)
     if steps is not None:
         if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
@@ -27,7 +30,7 @@ def run_steps(trainer, steps: int | None, *, callbacks=(), progress: bool = True
             notify.called = 0  # callbacks called (or running) for the newest step
             record = trainer.step(callbacks=hooks)
             bar.update(1)
-            bar.set_postfix(reward=f"{record.metrics['reward']:.3f}", refresh=False)
+            bar.set_postfix_str(f"{metric_label('reward')} {record.metrics['reward']:.3f}", refresh=False)
             notify(callbacks, record)
         trainer.run_target = None
     except KeyboardInterrupt:

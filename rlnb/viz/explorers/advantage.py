@@ -34,8 +34,9 @@ class AdvantageExplorer(Explorer):
         rewards: the group's rewards (G = their number). Default ``(1, 0, 0, 0)``.
         batch, group: take the rewards of group ``group`` of a real ``Batch`` instead.
         estimator: a key of ``ADVANTAGES`` that needs only the rewards (``compute.plain_advantages()``;
-        ReMax, OPO and REINFORCE++ also read lengths or a greedy rollout). recipe: a ``Recipe`` whose
-        fields set the hyperparameters.
+        ReMax, OPO and REINFORCE++ also read lengths or a greedy rollout). estimators: the ones offered in
+        the dropdown and drawn in the odd-one-out panel (default all of them; a chapter lists what it taught).
+        recipe: a ``Recipe`` whose fields set the hyperparameters.
         p: success rate of the simulated groups. sigma_shared, sigma_sample: reward noise std, one
         draw per group vs one per completion. n_groups, seed: the simulation.
 
@@ -48,7 +49,7 @@ class AdvantageExplorer(Explorer):
     title = "Advantage explorer"
 
     def __init__(self, *, rewards=(1.0, 0.0, 0.0, 0.0), batch=None, group: int = 0, estimator: str = "grpo",
-                 recipe: Recipe | None = None, p: float = 0.75, sigma_shared: float = 0.0,
+                 estimators=None, recipe: Recipe | None = None, p: float = 0.75, sigma_shared: float = 0.0,
                  sigma_sample: float = 0.0, n_groups: int = 2000, seed: int = 0):
         if batch is not None:
             G = batch.group_size
@@ -58,6 +59,11 @@ class AdvantageExplorer(Explorer):
         rewards = [float(r) for r in rewards]
         self.recipe, self.n_groups, self.seed = recipe, n_groups, seed
         names = compute.plain_advantages()                 # estimators that need a real batch are left out
+        if estimators is not None:
+            if isinstance(estimators, str) or not estimators or any(e not in names for e in estimators):
+                raise ValueError(f"estimators: expected a non-empty list from {names}, got {estimators!r}")
+            names = list(estimators)
+        self.names = names
         if estimator not in names:
             raise ValueError(f"estimator: expected one of {names} (estimators with extra inputs need a batch: "
                              f"run them in a Trainer), got {estimator!r}")
@@ -120,7 +126,7 @@ class AdvantageExplorer(Explorer):
         adv = fn(rewards, G, **hyper)                                            # (G,)
         many, right = compute.advantage_samples(fn, hyper, G=G, p=c["p"].value, n_groups=self.n_groups,
                                                 seed=self.seed, **noise)
-        odd = {n: self._odd(n, G) for n in compute.plain_advantages()}
+        odd = {n: self._odd(n, G) for n in self.names}
         self.values = {"A_0": float(adv[0]), "sum|A|": float(adv.abs().sum()),
                        "mean A right": float(many[right].mean()) if right.any() else float("nan")}
         return advantage_figure(rewards=rewards, adv=adv, dist_right=many[right], dist_wrong=many[~right],

@@ -19,12 +19,13 @@ class KnobControls:
     the controls are being synced). ``branches`` (a ``BranchControls``) says which branch they show and drive;
     ``view``: the inert line (``data-rlnb-inert`` hooks)."""
 
-    def __init__(self, trainer, knobs, branches, on_move):
+    def __init__(self, trainer, knobs, branches, on_move, recipes=None):
         self.trainer, self.branches, self._syncing = trainer, branches, False
         self.view = widgets.HTML()
         self.controls = {n: knob_control(n, self.value(n)) for n in knobs}
-        self.controls["recipe"] = dropdown("recipe", recipes_mod.names(), trainer.recipe.name
-                                           if trainer.recipe.name in recipes_mod.names() else "grpo",
+        names = list(recipes or recipes_mod.names())  # the dropdown's choices (a chapter lists what it taught)
+        self.controls["recipe"] = dropdown("recipe", names, trainer.recipe.name
+                                           if trainer.recipe.name in names else names[0],
                                            "Switch the whole recipe at the next step boundary (weights kept)")
         for name, w in self.controls.items():
             if hasattr(w, "continuous_update"):

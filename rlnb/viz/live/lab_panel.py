@@ -48,8 +48,11 @@ class Lab:
     """One widget: buttons, knobs, status line, live dashboard, token X-ray of the latest step, scenarios.
 
     Arguments: ``trainer``; keyword-only ``knobs`` (the knob names to control, default ``KNOBS``),
-    ``backend`` (the dashboard's), ``max_fps`` (redraws per second), ``replace`` (take the trainer over
-    from another open Lab, stopping its thread; without it a second Lab on one trainer is refused).
+    ``metrics`` (the history keys the dashboard draws, default every panel: a chapter shows only what it has
+    taught), ``recipes`` (the recipe dropdown's choices, default every recipe), ``scenarios`` (show the
+    scenario row, default True), ``backend`` (the dashboard's), ``max_fps`` (redraws per second), ``replace``
+    (take the trainer over from another open Lab, stopping its thread; without it a second Lab on one trainer
+    is refused).
 
     ``controls``: knob name -> widget (plus ``"recipe"``, a dropdown of ``rlnb.recipes``); moving one calls
     ``set`` on the branch ``branch`` ("knobs for": main, or the fork once there is one) selects. ``buttons``:
@@ -58,33 +61,38 @@ class Lab:
     "rewind to" (``BranchControls``).
     """
 
-    def __init__(self, trainer, *, knobs=KNOBS, backend: str | None = None, max_fps: float = 2.0,
-                 replace: bool = False):
+    def __init__(self, trainer, *, knobs=KNOBS, metrics=None, recipes=None, scenarios: bool = True,
+                 backend: str | None = None, max_fps: float = 2.0, replace: bool = False):
         bad = [k for k in knobs if k not in Recipe.knobs()]
         if bad:
             raise ValueError(f"knobs: {bad} are not Recipe knobs; known: {sorted(Recipe.knobs())}")
-        self.trainer = trainer
+        unknown = [r for r in (recipes or ()) if r not in recipes_mod.names()]
+        if unknown or isinstance(recipes, str) or (recipes is not None and not recipes):
+            raise ValueError(f"recipes: expected a non-empty list of recipe names from {recipes_mod.names()}, "
+                             f"got {recipes!r}")
+        self.trainer, self.shows_scenarios = trainer, bool(scenarios)
         self.loop = LabLoop(trainer, knobs=knobs, replace=replace)
         self._own_reference, self._widget = None, None
         try:
-            self._build(trainer, knobs, backend, max_fps)
+            self._build(trainer, knobs, backend, max_fps, metrics, recipes)
         except BaseException:
             self.close()  # a lab that could not be built owns nothing: trainer released, reference handed back
             raise
 
-    def _build(self, trainer, knobs, backend, max_fps) -> None:
+    def _build(self, trainer, knobs, backend, max_fps, metrics, recipes) -> None:
         self._own_reference = measure_kl(trainer)
         self.status = widgets.HTML()
         self.branch_controls = BranchControls(self.loop, on_switch=self._refresh)
         self.branch, self.rewind_to, self.kept_view = (self.branch_controls.branch, self.branch_controls.rewind_to,
                                                        self.branch_controls.kept_view)
         self.dashboard = LabDashboard(trainer, self.loop, on_drawn=self._show_status, backend=backend,
-                                      max_fps=max_fps)
+                                      max_fps=max_fps, metrics=metrics)
         self.message = widgets.HTML()
         self.stage_view = widgets.HTML()
         self.xray, self.xray_box, self._xray_at = None, widgets.VBox([widgets.HTML("<i>Token X-ray: after the "
                                                                                   "first step</i>")]), 0.0
-        self.knob_controls = KnobControls(trainer, knobs, self.branch_controls, on_move=self._on_control)
+        self.knob_controls = KnobControls(trainer, knobs, self.branch_controls, on_move=self._on_control,
+                                          recipes=recipes)
         self.controls, self.inert_view = self.knob_controls.controls, self.knob_controls.view
         self.buttons = {b: widgets.Button(description=b, layout=widgets.Layout(width="auto")) for b in BUTTONS}
         actions = {"Play": self.play, "Pause": lambda: self.pause(wait=False), "Step": self.step,
@@ -291,7 +299,8 @@ class Lab:
                 widgets.HTML("<b>The lab</b>"), self.status,
                 row([self.buttons[b] for b in BUTTONS] + [self.rewind_to]), self.kept_view, self.message,
                 self.branch, row(list(self.controls.values())), self.inert_view,
-                row([self.scenario, self.buttons["Set up"], self.buttons["Fork and fix"]]), self.scenario_text,
+                *([row([self.scenario, self.buttons["Set up"], self.buttons["Fork and fix"]]), self.scenario_text]
+                  if self.shows_scenarios else []),
                 self.stage_view,
                 self.dashboard.widget, self.xray_box])
             self._widget._lab_loop = self.loop
