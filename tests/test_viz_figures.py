@@ -21,12 +21,13 @@ def test_advantage_figure_traces_and_highlight():
                            dist_wrong=[-0.5], gaps=[0.01, 0.1], odd={"a": [1.5, 1.5], "b": [0.0075, 0.075]},
                            selected="a")
     assert isinstance(fig, go.Figure)
-    assert names(fig) == ["reward", "advantage", "A right", "A wrong", "odd a", "odd b"]
+    assert names(fig) == ["reward", "advantage", "A right", "A wrong", "a", "b"]
+    assert [t.meta for t in fig.data][4:] == ["odd a", "odd b"]                  # the hook trace() finds
     assert list(trace(fig, "advantage").y) == [1.5, -0.5, -0.5, -0.5]
     assert list(trace(fig, "advantage").marker.color) == [COLORS["right"]] + [COLORS["wrong"]] * 3
     assert list(trace(fig, "A wrong").x) == [-0.5]
     assert trace(fig, "odd a").line.width == 3 and trace(fig, "odd a").opacity is None
-    assert trace(fig, "odd b").opacity == pytest.approx(0.35)
+    assert trace(fig, "odd b").opacity == pytest.approx(0.7)
     assert fig.layout.xaxis3.type == "log"
     with pytest.raises(KeyError, match="odd c"):
         trace(fig, "odd c")

@@ -117,6 +117,7 @@ def test_advantage_explorer_odd_one_out_std_inflation():
     gaps = np.array(trace(e.fig, "odd grpo").x, dtype=float)
     assert np.allclose(y(e, "odd grpo"), 1.5, rtol=3e-3)
     assert np.allclose(y(e, "odd dr_grpo"), 0.75 * gaps)
+    e.controls["compare"].value = (*e.controls["compare"].value, "batch_norm")   # drawn once asked for
     assert np.allclose(y(e, "odd batch_norm"), 1.5, rtol=3e-3)         # a batch of one group: its own std
     assert trace(e.fig, "odd grpo").line.width == 3
 

@@ -13,7 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from rlnb.viz.figures.theme import COLORS, themed
+from rlnb.viz.figures.theme import COLORS, key_html, run_colors, themed
 
 
 def np_(x) -> np.ndarray:
@@ -38,32 +38,41 @@ def _fade(selected: str | None, name: str) -> dict:
 def advantage_figure(*, rewards, adv, dist_right, dist_wrong, gaps, odd: dict, selected: str | None = None,
                      labels: Sequence[str] | None = None, title: str = "Advantages") -> go.Figure:
     """Three panels: one group's rewards and advantages; advantages of right vs wrong completions over
-    many groups; |A| of the odd one out vs its reward gap, one line per estimator.
+    many groups; |A| of the odd one out vs its reward gap, one line per estimator, each in its recipe's colour.
 
     Traces: 0 ``reward``, 1 ``advantage`` (per completion), 2 ``A right``, 3 ``A wrong`` (histograms),
-    then one per key of ``odd``, named ``odd <estimator>``.
+    then one per key of ``odd``, named by the estimator (``meta`` ``odd <estimator>``, the hook ``trace`` finds; the
+    chosen one bold). The legend holds the estimators only; the first two
+    panels name their bars in their titles (``theme.key_html``).
     """
     labels = list(labels) if labels is not None else [f"o{i}" for i in range(len(rewards))]
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.1, subplot_titles=(  # short: a third of the width each
-        "this group", "over many groups", "the odd one out"))
-    fig.add_bar(x=labels, y=np_(rewards), name="reward", marker_color=COLORS["ref"], row=1, col=1)
+        "this group<br>" + key_html([("reward", COLORS["ref"]), ("A > 0", COLORS["right"]), ("A < 0", COLORS["wrong"])],
+                               "■"),
+        "over many groups<br>" + key_html([("A of right ones", COLORS["right"]), ("A of wrong ones", COLORS["wrong"])],
+                                     "■"),
+        "the odd one out"))
+    fig.add_bar(x=labels, y=np_(rewards), name="reward", marker_color=COLORS["ref"], row=1, col=1, showlegend=False)
     colors = [COLORS["right"] if a > 0 else COLORS["wrong"] for a in np_(adv)]
-    fig.add_bar(x=labels, y=np_(adv), name="advantage", marker_color=colors, row=1, col=1)
+    fig.add_bar(x=labels, y=np_(adv), name="advantage", marker_color=colors, row=1, col=1, showlegend=False)
     # an explicit category list: a live figure otherwise keeps the categories of earlier, larger groups
     fig.update_xaxes(categoryorder="array", categoryarray=labels, row=1, col=1)
     for name, vals, color in (("A right", dist_right, COLORS["right"]), ("A wrong", dist_wrong, COLORS["wrong"])):
-        fig.add_histogram(x=np_(vals), name=name, marker_color=color, opacity=0.6, nbinsx=60,
+        fig.add_histogram(x=np_(vals), name=name, marker_color=color, opacity=0.6, nbinsx=60, showlegend=False,
                           histnorm="probability", row=1, col=2)
+    palette = run_colors(odd)
     for name, vals in odd.items():
-        fig.add_scatter(x=np_(gaps), y=np_(vals), name=f"odd {name}", mode="lines", row=1, col=3,
-                        line_width=3 if name == selected else 1.5, **_fade(selected, name))
+        fig.add_scatter(x=np_(gaps), y=np_(vals), name=name, meta=f"odd {name}", mode="lines", row=1, col=3,
+                        line=dict(width=3 if name == selected else 1.5, color=palette[name]),
+                        opacity=None if selected in (None, name) else 0.7)  # a few lines: faded, still seen on dark
     fig.update_xaxes(type="log", title_text="reward gap", row=1, col=3)
     fig.update_xaxes(title_text="advantage", row=1, col=2)
     fig.update_xaxes(title_text="completion", row=1, col=1)
     fig.update_yaxes(title_text="reward, advantage", row=1, col=1)
     fig.update_yaxes(title_text="share of completions", row=1, col=2)
     fig.update_yaxes(title_text="|A| of the odd one", row=1, col=3)
-    fig.update_layout(title=title, barmode="group", bargap=0.15, height=380)
+    fig.update_layout(title=dict(text=title, y=1 - 24 / 400, yanchor="middle"), barmode="group", bargap=0.15,
+                      height=400, margin=dict(t=90), legend=dict(title_text="estimator"))
     return themed(fig)
 
 
