@@ -1,5 +1,6 @@
 """Issue 44's figure defects, on the figures' data (the plotly figure, never a screenshot): change labels clear of
-the first panel's title, one curve for mean reward and share correct with 0/1 rewards, legends of a few entries,
+the first panel's title, one curve for mean reward and share correct with 0/1 rewards, legends of a few entries
+(the lab's, the advantage and KL explorers'),
 the GAE explorer's row labels off its strips, run colours that stand apart, no closed fork drawn after a rewind,
 "1 point"."""
 
@@ -11,7 +12,7 @@ import torch
 
 from rlnb import Trainer
 from rlnb.lab import LabLoop
-from rlnb.viz import AdvantageExplorer, GAEExplorer, Lab, seed_bands
+from rlnb.viz import AdvantageExplorer, GAEExplorer, KLExplorer, Lab, seed_bands
 from rlnb.viz.figures import theme
 from rlnb.viz.figures.theme import COLORS, RECIPE_COLORS, recipe_color
 from rlnb.viz.figures.train import dashboard_figure
@@ -92,6 +93,17 @@ def test_the_advantage_explorer_shows_a_few_estimators_and_adds_more_on_request(
     assert all(theme.distinct(a, b) for a, b in itertools.combinations(colours, 2))
     with pytest.raises(ValueError, match="compare: expected estimator names"):
         AdvantageExplorer(compare=("grpo", "nope"))
+
+
+def test_the_kl_explorer_legend_is_one_entry_per_estimator_drawn():
+    e = KLExplorer(n_samples=200)
+    entries = legend_entries(e.fig)
+    assert [t.meta for t in entries] == ["beta grad k3", "beta grad k1", "beta grad k2"]   # chosen one first
+    e.controls["compare"].value = ("k1", "abs")
+    assert [t.meta for t in legend_entries(e.fig)] == ["beta grad k3", "beta grad k1", "beta grad abs"]
+    hist = {t.meta: t.marker.color for t in e.fig.data if str(t.meta).startswith("samples ")}
+    line = {t.meta: t.line.color for t in legend_entries(e.fig)}
+    assert all(hist[f"samples {k}"] == line[f"beta grad {k}"] for k in ("k3", "k1", "abs"))  # one colour each
 
 
 def test_the_gae_explorers_row_labels_stand_off_its_strips():

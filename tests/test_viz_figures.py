@@ -55,8 +55,9 @@ def test_kl_figure_bias_std_and_scaled_weights():
     fig = kl_figure(x=[0, 1], pi_pdf=[0.1, 0.2], ref_pdf=[0.2, 0.1], samples={"k1": [0.0, 1.0], "k2": [0.5, 0.5]},
                     true_kl=0.5, d=[-1.0, 0.0, 1.0], weights={"k1": [-1, -1, -1], "k2": [1, 0, -1]}, beta=0.1, A=2.0,
                     selected="k2")
-    assert names(fig) == ["pi", "pi_ref", "samples k1", "samples k2", "bias", "std", "beta grad k1",
-                          "beta grad k2", "policy +A", "policy -A"]
+    assert [t.meta for t in fig.data] == ["pi", "pi_ref", "samples k1", "samples k2", "bias", "std", "beta grad k1",
+                                          "beta grad k2", "policy +A", "policy -A"]
+    assert [t.name for t in fig.data if t.showlegend is not False] == ["k1", "k2"]   # one entry per estimator
     assert list(trace(fig, "bias").y) == [0.0, 0.0]                 # both sample means equal 0.5
     assert list(trace(fig, "std").y) == [0.5, 0.0]                  # population std of {0, 1} and {.5, .5}
     assert np.allclose(trace(fig, "beta grad k2").y, [0.1, 0.0, -0.1])

@@ -65,7 +65,7 @@ def test_backend_decides_the_view_and_the_view_shows_the_figure(backend):
     else:
         shown = json.loads(e.live.view.figure)
         assert e.live.view.version == e.live.version
-    grad = next(t for t in shown["data"] if t["name"] == "beta grad k1")
+    grad = next(t for t in shown["data"] if t.get("meta") == "beta grad k1")
     assert np.allclose(decode(grad["y"]), -0.5)                  # d k1 / d logp = 1
 
 

@@ -37,7 +37,7 @@ def gae_figure(*, adv, mask, labels: Sequence[str], lams, spread, error=None, la
                     zmid=0, zmin=-lim or -1, zmax=lim or 1, text=text, texttemplate="%{text}" if text else None,
                     textfont=dict(size=12),
                     hovertemplate="token %{x}: A = %{z:.3f}<extra>%{y}</extra>",
-                    colorbar=dict(title="A_t", x=0.47, len=0.9, thickness=12), row=1, col=1)  # clear of panel 2's axis
+                    colorbar=dict(title=dict(text="A_t", side="right"), x=0.47, len=0.9, thickness=12), row=1, col=1)  # clear of panel 2's axis
     fig.add_scatter(x=list(lams), y=list(spread), name="spread (std of A_t)", mode="lines",
                     line=dict(color=COLORS["pi"]), row=1, col=2)
     fig.add_scatter(x=list(lams) if error is not None else [], y=list(error) if error is not None else [],
