@@ -50,6 +50,14 @@ def test_change_labels_sit_inside_the_first_panel_below_its_title():
     assert title.yanchor == "bottom" and title.y >= top                 # the title stands on the panel's top
     for a in labels:                                                    # each label hangs down from the top
         assert a.yanchor == "top" and a.y <= 1 and a.textangle == -90
+    lab.fork(lr=3e-4)                                                   # a change in each branch at one step:
+    lab.set("beta", 0.0)
+    lab.step()
+    at = {}
+    for a in lab.dashboard.fig.layout.annotations:
+        if a.name == "rlnb-change":
+            at.setdefault(a.x, []).append(a.xshift or 0)
+    assert max(len(v) for v in at.values()) == 2 and all(len(set(v)) == len(v) for v in at.values())  # side by side
     lab.close()
 
 

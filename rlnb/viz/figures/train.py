@@ -134,7 +134,7 @@ def metric_color(name: str, j: int) -> str:
 
 def panel_keys(fig: go.Figure, panels) -> list[int]:
     """Under the title of each panel with several metrics, the names of its main run's curves in their colours
-    (``━ mean reward · ━ held-out pass@1``), wrapped at ``KEY_WIDTH``; returns each panel's number of key lines."""
+    (``━━ mean reward · ━━ held-out pass@1``), wrapped at ``KEY_WIDTH``; returns each panel's number of key lines."""
     counts = []
     for k, (head, names) in enumerate(panels):
         axis = "x" if k == 0 else f"x{k + 1}"

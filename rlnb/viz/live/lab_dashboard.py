@@ -16,6 +16,7 @@ from rlnb.viz.live.dashboard import Dashboard, hyperparameters_html
 
 MAX_MARKS = 20  # dotted change lines drawn (the latest ones)
 LABELLED = 4    # of those, the latest ones named on the plot (more would overlap)
+LABEL_LINE = 12  # px between two labels on one line
 FORK_MARK = "#CC79A7"  # the fork's change lines: the course palette's reddish purple
 
 
@@ -39,11 +40,13 @@ def change_text(c) -> str:
     return f"{c.knob} {c.new:g}" if isinstance(c.new, (int, float)) and not isinstance(c.new, bool) else f"{c.knob} {c.new}"
 
 
-def _label(c, color: str, panel: str) -> dict:
+def _label(c, color: str, panel: str, nth: int = 0) -> dict:
     """The line's label in the first panel: an annotation written down along the line from the panel's top, inside
-    it (written up from the top, it ran into the panel's title). ``name`` "rlnb-change" is the hook tests read."""
+    it (written up from the top, it ran into the panel's title); the ``nth`` label on one line (a change in each
+    branch at the fork point) one line further left. ``name`` "rlnb-change" is the hook tests read."""
     return dict(x=c.step - 0.5, xref=f"x{panel}", y=1, yref=f"y{panel} domain", text=change_text(c), textangle=-90,
-                xanchor="right", yanchor="top", showarrow=False, font=dict(size=10, color=color), name="rlnb-change")
+                xanchor="right", yanchor="top", showarrow=False, font=dict(size=10, color=color), name="rlnb-change",
+                xshift=-LABEL_LINE * nth)
 
 
 def drawn_fork(fork, step: int):
@@ -84,9 +87,10 @@ class LabDashboard(Dashboard):
         fig.layout.shapes = tuple(fig.layout.shapes) + tuple(
             dict(type="line", x0=c.step - 0.5, x1=c.step - 0.5, xref=f"x{p}", yref=f"y{p} domain", y0=0, y1=1,
                  line=dict(dash="dot", color=color, width=1)) for c, color in lines for p in panels)
-        # the latest changes named in the first panel
-        fig.layout.annotations = tuple(fig.layout.annotations) + tuple(_label(c, color, panels[0])
-                                                                       for c, color in lines[-LABELLED:])
+        named = lines[-LABELLED:]                        # the latest changes, named in the first panel
+        before = lambda i, c: [d.step for d, _ in named[:i]].count(c.step)  # noqa: E731  (labels on its line so far)
+        fig.layout.annotations = tuple(fig.layout.annotations) + tuple(
+            _label(c, color, panels[0], before(i, c)) for i, (c, color) in enumerate(named))
 
     def _figure(self):
         hist = list(self.trainer.history) if self.trainer is not None else []
