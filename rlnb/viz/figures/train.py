@@ -108,7 +108,7 @@ def dashboard_figure(*, series: dict, panels: Sequence[tuple[str, Sequence[str]]
                                 line=dict(color=metric_color(name, j), dash=dash),
                                 marker_size=7 if name.startswith("eval/") else 4, **group)
         if branches:  # the run's one legend entry, its line style under its title (a click hides the whole run)
-            fig.add_scatter(x=[None], y=[None], mode="lines", name=f"{'fork' if side else 'main'} ({dash})",
+            fig.add_scatter(x=[None], y=[None], mode="lines", name="fork (dashed)" if side else "main (solid)",
                             meta="run/" + ("fork" if side else "main"), hoverinfo="skip", showlegend=True,
                             line=dict(color=COLORS["ref"], dash=dash, width=2), **group)
     _merge_identical(fig)
