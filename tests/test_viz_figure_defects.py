@@ -52,7 +52,10 @@ def test_change_labels_sit_inside_the_first_panel_below_its_title():
         assert a.yanchor == "top" and a.y <= 1 and a.textangle == -90
     lab.fork(lr=3e-4)                                                   # a change in each branch at one step:
     lab.set("beta", 0.0)
+    lab.set("lr", 2e-4, branch="fork")                                  # the fork's lr moved twice: named once
     lab.step()
+    texts = [a.text for a in lab.dashboard.fig.layout.annotations if a.name == "rlnb-change"]
+    assert sum(t.startswith("lr ") for t in texts) == 1, texts
     at = {}
     for a in lab.dashboard.fig.layout.annotations:
         if a.name == "rlnb-change":

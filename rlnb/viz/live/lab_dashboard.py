@@ -87,7 +87,8 @@ class LabDashboard(Dashboard):
         fig.layout.shapes = tuple(fig.layout.shapes) + tuple(
             dict(type="line", x0=c.step - 0.5, x1=c.step - 0.5, xref=f"x{p}", yref=f"y{p} domain", y0=0, y1=1,
                  line=dict(dash="dot", color=color, width=1)) for c, color in lines for p in panels)
-        named = lines[-LABELLED:]                        # the latest changes, named in the first panel
+        last = {(color, c.step, c.knob): (c, color) for c, color in lines}  # a knob moved twice at one step: its last
+        named = list(last.values())[-LABELLED:]          # the latest changes, named in the first panel
         before = lambda i, c: [d.step for d, _ in named[:i]].count(c.step)  # noqa: E731  (labels on its line so far)
         fig.layout.annotations = tuple(fig.layout.annotations) + tuple(
             _label(c, color, panels[0], before(i, c)) for i, (c, color) in enumerate(named))
