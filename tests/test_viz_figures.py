@@ -21,12 +21,13 @@ def test_advantage_figure_traces_and_highlight():
                            dist_wrong=[-0.5], gaps=[0.01, 0.1], odd={"a": [1.5, 1.5], "b": [0.0075, 0.075]},
                            selected="a")
     assert isinstance(fig, go.Figure)
-    assert names(fig) == ["reward", "advantage", "A right", "A wrong", "odd a", "odd b"]
+    assert names(fig) == ["reward", "advantage", "A right", "A wrong", "a", "b"]
+    assert [t.meta for t in fig.data][4:] == ["odd a", "odd b"]                  # the hook trace() finds
     assert list(trace(fig, "advantage").y) == [1.5, -0.5, -0.5, -0.5]
     assert list(trace(fig, "advantage").marker.color) == [COLORS["right"]] + [COLORS["wrong"]] * 3
     assert list(trace(fig, "A wrong").x) == [-0.5]
     assert trace(fig, "odd a").line.width == 3 and trace(fig, "odd a").opacity is None
-    assert trace(fig, "odd b").opacity == pytest.approx(0.35)
+    assert trace(fig, "odd b").opacity == pytest.approx(0.7)
     assert fig.layout.xaxis3.type == "log"
     with pytest.raises(KeyError, match="odd c"):
         trace(fig, "odd c")
@@ -54,8 +55,9 @@ def test_kl_figure_bias_std_and_scaled_weights():
     fig = kl_figure(x=[0, 1], pi_pdf=[0.1, 0.2], ref_pdf=[0.2, 0.1], samples={"k1": [0.0, 1.0], "k2": [0.5, 0.5]},
                     true_kl=0.5, d=[-1.0, 0.0, 1.0], weights={"k1": [-1, -1, -1], "k2": [1, 0, -1]}, beta=0.1, A=2.0,
                     selected="k2")
-    assert names(fig) == ["pi", "pi_ref", "samples k1", "samples k2", "bias", "std", "beta grad k1",
-                          "beta grad k2", "policy +A", "policy -A"]
+    assert [t.meta for t in fig.data] == ["pi", "pi_ref", "samples k1", "samples k2", "bias", "std", "beta grad k1",
+                                          "beta grad k2", "policy +A", "policy -A"]
+    assert [t.name for t in fig.data if t.showlegend is not False] == ["k1", "k2"]   # one entry per estimator
     assert list(trace(fig, "bias").y) == [0.0, 0.0]                 # both sample means equal 0.5
     assert list(trace(fig, "std").y) == [0.5, 0.0]                  # population std of {0, 1} and {.5, .5}
     assert np.allclose(trace(fig, "beta grad k2").y, [0.1, 0.0, -0.1])

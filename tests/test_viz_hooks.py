@@ -69,7 +69,7 @@ def test_lab_status_buttons_and_change_labels():
         got = _values(lab.status.value)
         assert got["step"] == 2 and got["changes"] == 1 and "fork_since" not in got
         assert "data-rlnb-state='paused'" in lab.status.value
-        labels = [s.label.text for s in lab.dashboard.fig.layout.shapes if s.label and s.label.text]
+        labels = [a.text for a in lab.dashboard.fig.layout.annotations if a.name == "rlnb-change"]
         assert labels == ["beta 0.05"], labels          # named once, in the first panel, on its line
         lab.fork()
         lab._refresh()

@@ -130,7 +130,7 @@ def test_identical_curves_in_one_panel_are_drawn_once_named_for_both():
     assert len(shown_traces) == 1 and " = " in shown_traces[0].name
     fig = dashboard_figure(series={"reward": same, "accuracy": ([1, 2, 3], [0.0, 0.5, 0.9])},
                            panels=[("reward", ("reward", "accuracy"))])
-    assert all(t.visible and t.showlegend for t in fig.data) and all(" = " not in t.name for t in fig.data)
+    assert all(t.visible for t in fig.data) and all(" = " not in t.name for t in fig.data)
 
 
 def test_the_view_is_made_holding_the_figure_and_resends_it_when_the_page_asks(monkeypatch):

@@ -22,7 +22,7 @@ def y(explorer, name):
 
 
 def test_kl_explorer_exact_kl_and_gradient_weights():
-    e = KLExplorer(beta=0.1)
+    e = KLExplorer(beta=0.1, compare=("k1", "k2", "k3", "k3+"))          # k3+ drawn on request
     assert e.values["KL"] == pytest.approx(0.125)                       # (0.5 - 0)^2 / 2
     e.controls["pi_mean"].value, e.controls["pi_std"].value = 0.0, 2.0
     assert e.values["KL"] == pytest.approx(math.log(0.5) + 4 / 2 - 0.5)

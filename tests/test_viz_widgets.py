@@ -65,7 +65,7 @@ def test_backend_decides_the_view_and_the_view_shows_the_figure(backend):
     else:
         shown = json.loads(e.live.view.figure)
         assert e.live.view.version == e.live.version
-    grad = next(t for t in shown["data"] if t["name"] == "beta grad k1")
+    grad = next(t for t in shown["data"] if t.get("meta") == "beta grad k1")
     assert np.allclose(decode(grad["y"]), -0.5)                  # d k1 / d logp = 1
 
 
@@ -117,6 +117,7 @@ def test_advantage_explorer_odd_one_out_std_inflation():
     gaps = np.array(trace(e.fig, "odd grpo").x, dtype=float)
     assert np.allclose(y(e, "odd grpo"), 1.5, rtol=3e-3)
     assert np.allclose(y(e, "odd dr_grpo"), 0.75 * gaps)
+    e.controls["compare"].value = (*e.controls["compare"].value, "batch_norm")   # drawn once asked for
     assert np.allclose(y(e, "odd batch_norm"), 1.5, rtol=3e-3)         # a batch of one group: its own std
     assert trace(e.fig, "odd grpo").line.width == 3
 

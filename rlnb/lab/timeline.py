@@ -78,5 +78,6 @@ class Timeline:
 
     def text(self) -> str:
         """"kept steps 0, 5, 10 (3 points, 36 MiB)": what rewind can reach and the memory it holds."""
-        steps = ", ".join(map(str, self.kept.steps()))
-        return f"kept steps {steps} ({len(self.kept.points)} points, {self.kept.nbytes() / 2**20:.0f} MiB)"
+        steps, n = ", ".join(map(str, self.kept.steps())), len(self.kept.points)
+        kept = f"kept step {steps} (1 point" if n == 1 else f"kept steps {steps} ({n} points"
+        return f"{kept}, {self.kept.nbytes() / 2**20:.0f} MiB)"

@@ -12,6 +12,7 @@ from rlnb.viz.figures import compute
 from rlnb.viz.figures.zoo import advantage_figure
 
 GAPS = torch.logspace(-3, 0, 40, dtype=torch.float64)  # reward gaps of the odd-one-out panel
+COMPARE = ("grpo", "rloo", "dr_grpo")  # drawn there by default: a legend of nine lines does not read
 
 
 def parse_rewards(text: str) -> torch.Tensor:
@@ -35,12 +36,14 @@ class AdvantageExplorer(Explorer):
         batch, group: take the rewards of group ``group`` of a real ``Batch`` instead.
         estimator: a key of ``ADVANTAGES`` that needs only the rewards (``compute.plain_advantages()``;
         ReMax, OPO and REINFORCE++ also read lengths or a greedy rollout). estimators: the ones offered in
-        the dropdown and drawn in the odd-one-out panel (default all of them; a chapter lists what it taught).
+        the dropdown and the ``compare`` control (default all of them; a chapter lists what it taught).
         recipe: a ``Recipe`` whose fields set the hyperparameters.
         p: success rate of the simulated groups. sigma_shared, sigma_sample: reward noise std, one
         draw per group vs one per completion. n_groups, seed: the simulation.
+        compare: the estimators drawn in the odd-one-out panel besides the chosen one (default: those of ``COMPARE``
+        offered, a few and not all nine; the ``compare`` control adds more).
 
-    Controls: ``estimator``, ``rewards`` (text), ``G``, ``p``, ``sigma_shared``, ``sigma_sample``, and
+    Controls: ``estimator``, ``rewards`` (text), ``G``, ``p``, ``sigma_shared``, ``sigma_sample``, ``compare``, and
     every estimator's hyperparameters (``unbiased``, ``eps``, ``batch_std_centred``; only the current
     estimator's are shown). Readout values: ``A_0`` (advantage of completion 0), ``sum|A|``,
     ``mean A right`` (over the simulated groups).
@@ -50,7 +53,7 @@ class AdvantageExplorer(Explorer):
 
     def __init__(self, *, rewards=(1.0, 0.0, 0.0, 0.0), batch=None, group: int = 0, estimator: str = "grpo",
                  estimators=None, recipe: Recipe | None = None, p: float = 0.75, sigma_shared: float = 0.0,
-                 sigma_sample: float = 0.0, n_groups: int = 2000, seed: int = 0):
+                 sigma_sample: float = 0.0, n_groups: int = 2000, seed: int = 0, compare=None):
         if batch is not None:
             G = batch.group_size
             if not 0 <= group < batch.P:
@@ -68,6 +71,9 @@ class AdvantageExplorer(Explorer):
             raise ValueError(f"estimator: expected one of {names} (estimators with extra inputs need a batch: "
                              f"run them in a Trainer), got {estimator!r}")
         fns = [ADVANTAGES[n] for n in names]
+        compare = tuple([n for n in COMPARE if n in names] if compare is None else compare)  # offered ones only
+        if isinstance(compare, str) or not set(compare) <= set(names):
+            raise ValueError(f"compare: expected estimator names among {names}, got {compare!r}")
         c = {
             "estimator": dropdown("estimator", names, estimator, "Advantage estimator (ADVANTAGES)"),
             "rewards": widgets.Text(value=", ".join(f"{r:g}" for r in rewards), description="rewards",
@@ -81,6 +87,9 @@ class AdvantageExplorer(Explorer):
                                                 description="sigma_shared", tooltip="Reward noise shared by the group"),
             "sigma_sample": widgets.FloatSlider(value=sigma_sample, min=0, max=1, step=0.01, style=STYLE,
                                                 description="sigma_sample", tooltip="Reward noise of each completion"),
+            "compare": widgets.SelectMultiple(options=names, value=compare, rows=3, description="compare",
+                                              style=STYLE, tooltip="Estimators drawn in the odd-one-out panel "
+                                              "(Ctrl or Cmd-click to add one)"),
         }
         hyper = hyper_controls(fns, recipe=recipe)
         self._hyper = list(hyper)
@@ -126,7 +135,7 @@ class AdvantageExplorer(Explorer):
         adv = fn(rewards, G, **hyper)                                            # (G,)
         many, right = compute.advantage_samples(fn, hyper, G=G, p=c["p"].value, n_groups=self.n_groups,
                                                 seed=self.seed, **noise)
-        odd = {n: self._odd(n, G) for n in self.names}
+        odd = {n: self._odd(n, G) for n in dict.fromkeys((name, *c["compare"].value))}  # chosen first
         self.values = {"A_0": float(adv[0]), "sum|A|": float(adv.abs().sum()),
                        "mean A right": float(many[right].mean()) if right.any() else float("nan")}
         return advantage_figure(rewards=rewards, adv=adv, dist_right=many[right], dist_wrong=many[~right],

@@ -14,8 +14,10 @@ from rlnb.algos import gae
 from rlnb.notebook.critic import gae_tradeoff, masked_rmse, masked_std, outcome_token_rewards
 from rlnb.viz.explorers.base import Explorer, knob_control
 from rlnb.viz.figures.theme import COLORS, themed
+from rlnb.viz.figures.train import cell_text
 
 LAMS = [i / 20 for i in range(21)]  # the lambda grid of the trade-off panel
+LABEL_GAP = 10                      # px between a row's label and its strip
 
 
 def gae_figure(*, adv, mask, labels: Sequence[str], lams, spread, error=None, lam: float, gamma: float,
@@ -29,13 +31,13 @@ def gae_figure(*, adv, mask, labels: Sequence[str], lams, spread, error=None, la
     lim = float(np.nanmax(np.abs(a))) if np.isfinite(a).any() else 1.0
     fig = make_subplots(rows=1, cols=2, column_widths=[0.62, 0.38], horizontal_spacing=0.28, subplot_titles=(
         f"per-token advantage A_t (γ = {gamma:.2f}, λ = {lam:.2f})", "bias / variance over λ"))
-    text = None if tokens is None else [list(t) + [""] * (a.shape[1] - len(t)) for t in tokens]
+    text = None if tokens is None else [[cell_text(x) for x in t] + [""] * (a.shape[1] - len(t)) for t in tokens]
     z = [[None if np.isnan(x) else float(x) for x in row] for row in a]  # None, not NaN: widget messages are JSON
     fig.add_heatmap(z=z, x=list(range(a.shape[1])), y=list(labels), name="advantages", colorscale="RdBu",
                     zmid=0, zmin=-lim or -1, zmax=lim or 1, text=text, texttemplate="%{text}" if text else None,
                     textfont=dict(size=12),
                     hovertemplate="token %{x}: A = %{z:.3f}<extra>%{y}</extra>",
-                    colorbar=dict(title="A_t", x=0.47, len=0.9, thickness=12), row=1, col=1)  # clear of panel 2's axis
+                    colorbar=dict(title=dict(text="A_t", side="right"), x=0.47, len=0.9, thickness=12), row=1, col=1)  # clear of panel 2's axis
     fig.add_scatter(x=list(lams), y=list(spread), name="spread (std of A_t)", mode="lines",
                     line=dict(color=COLORS["pi"]), row=1, col=2)
     fig.add_scatter(x=list(lams) if error is not None else [], y=list(error) if error is not None else [],
@@ -43,7 +45,9 @@ def gae_figure(*, adv, mask, labels: Sequence[str], lams, spread, error=None, la
     here = [spread[int(np.argmin(np.abs(np.asarray(lams) - lam)))]]
     fig.add_scatter(x=[lam], y=here, name="this λ", mode="markers", marker=dict(size=11, color=COLORS["pi"]),
                     row=1, col=2)
-    fig.update_yaxes(autorange="reversed", title_text="completion", row=1, col=1)
+    # labels clear of the strips (plotly sets them 2 px off, against the first token) and the margin made to fit them
+    fig.update_yaxes(autorange="reversed", title_text="completion", ticklabelstandoff=LABEL_GAP, automargin=True,
+                     row=1, col=1)
     fig.update_xaxes(title_text="token position", row=1, col=1)
     fig.update_xaxes(title_text="λ", range=[-0.02, 1.02], row=1, col=2)
     fig.update_yaxes(title_text="reward units", rangemode="tozero", row=1, col=2)

@@ -12,6 +12,7 @@ from rlnb.viz.figures import compute
 from rlnb.viz.figures.zoo import kl_figure
 
 D_GRID = torch.linspace(-2.0, 2.0, 161, dtype=torch.float64)  # log-ratios d = logp - ref_logp
+COMPARE = ("k1", "k2", "k3")  # drawn by default: all seven, in two panels, made a legend of 20 entries
 
 
 def _slider(name: str, value: float, lo: float, hi: float, tip: str) -> widgets.FloatSlider:
@@ -26,9 +27,10 @@ class KLExplorer(Explorer):
     term's weight +-A.
 
     Keyword arguments (all optional): estimator (highlighted), pi and ref as (mean, std), beta, A,
-    n_samples, seed.
+    n_samples, seed; compare: the estimators drawn besides it (default ``COMPARE``, the three of Schulman's note;
+    the ``compare`` control adds the others).
 
-    Controls: ``estimator``, ``pi_mean``, ``pi_std``, ``ref_mean``, ``ref_std``, ``beta``, ``A``.
+    Controls: ``estimator``, ``pi_mean``, ``pi_std``, ``ref_mean``, ``ref_std``, ``beta``, ``A``, ``compare``.
     Readout values: ``KL`` (exact), ``mean``, ``bias``, ``std`` of the selected estimator's per-sample
     values, ``beta*KL``. Trace layout: ``rlnb.viz.figures.zoo.kl_figure``.
     """
@@ -37,8 +39,11 @@ class KLExplorer(Explorer):
 
     def __init__(self, *, estimator: str = "k3", pi: tuple[float, float] = (0.5, 1.0),
                  ref: tuple[float, float] = (0.0, 1.0), beta: float = 0.04, A: float = 1.0,
-                 n_samples: int = 4000, seed: int = 0):
+                 n_samples: int = 4000, seed: int = 0, compare=None):
         self.n_samples, self.seed = n_samples, seed
+        compare, names = tuple(COMPARE if compare is None else compare), KL_ESTIMATORS.names()
+        if isinstance(compare, str) or not set(compare) <= set(names):
+            raise ValueError(f"compare: expected estimator names among {names}, got {compare!r}")
         c = {
             "estimator": dropdown("estimator", KL_ESTIMATORS.names(), estimator, "KL estimator (KL_ESTIMATORS)"),
             "pi_mean": _slider("pi_mean", pi[0], -3, 3, "Mean of the policy pi"),
@@ -48,6 +53,9 @@ class KLExplorer(Explorer):
             "beta": widgets.FloatSlider(value=beta, min=0, max=1, step=0.01, description="beta", style=STYLE,
                                         tooltip=Recipe.field_docs()["beta"]),
             "A": _slider("A", A, 0.05, 3, "Advantage magnitude |A| of the policy term"),
+            "compare": widgets.SelectMultiple(options=names, value=compare, rows=3, description="compare",
+                                              style=STYLE, tooltip="Estimators drawn besides the chosen one "
+                                              "(Ctrl or Cmd-click to add one)"),
         }
         self._start(c)
 
@@ -55,7 +63,7 @@ class KLExplorer(Explorer):
         c = self.controls
         pi, ref = (c["pi_mean"].value, c["pi_std"].value), (c["ref_mean"].value, c["ref_std"].value)
         true = compute.gaussian_kl(*pi, *ref)
-        names = KL_ESTIMATORS.names()
+        names = list(dict.fromkeys((c["estimator"].value, *c["compare"].value)))     # the chosen one first
         samples = {n: compute.kl_samples(KL_ESTIMATORS[n], pi=pi, ref=ref, n=self.n_samples, seed=self.seed)
                    for n in names}
         weights = {n: compute.kl_weight(KL_ESTIMATORS[n], D_GRID) for n in names}

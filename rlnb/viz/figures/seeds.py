@@ -34,14 +34,16 @@ def seed_bands(runs: dict[str, list[list[float]]], *, x: list | None = None, tit
     """One mean line per arm with a shaded min..max band over its seeds.
 
     ``runs``: arm -> per-seed curves (equal lengths); ``x`` defaults to 1..n; ``label`` is added to each
-    legend entry ("live", "shipped"). Colours: ``colors[arm]`` if given, else ``theme.recipe_color(arm)``.
+    legend entry ("live", "shipped"). Colours: ``colors[arm]`` if given, else ``theme.recipe_color(arm)``; an arm
+    whose colour would not stand apart from an earlier arm's gets another (``theme.run_colors``).
     """
     _check_runs(runs)
     fig = go.Figure()
+    palette = theme.run_colors(runs, colors)
     for arm, curves in runs.items():
         mean, lo, hi = band_stats(curves)
         xs = list(x) if x is not None else list(range(1, len(mean) + 1))
-        color = (colors or {}).get(arm) or theme.recipe_color(arm)
+        color = palette[arm]
         if len(curves) > 1:
             fig.add_scatter(x=xs + xs[::-1], y=hi + lo[::-1], fill="toself", line=dict(width=0, color=color),
                             opacity=0.2, showlegend=False, hoverinfo="skip")
@@ -59,17 +61,18 @@ def seed_bars(groups: dict[str, dict[str, list[float]]], *, title: str, xaxis: s
     the smallest to the largest seed (none when there is one value). ``xaxis``/``yaxis``: the axis titles.
 
     ``groups``: series -> {x-group -> per-seed values}; ``colors``: series -> colour (default
-    ``theme.recipe_color(series)``).
+    ``theme.recipe_color(series)``; kept distinct by ``theme.run_colors``).
     """
     if not isinstance(groups, dict) or not groups:
         raise ValueError(f"groups: expected a non-empty dict of series -> {{group -> per-seed values}}, got {groups!r}")
     fig = go.Figure()
+    palette = theme.run_colors(groups, colors)
     for series, by_x in groups.items():
         if not by_x or any(not v for v in by_x.values()):
             raise ValueError(f"groups[{series!r}]: expected at least one value per group")
         xs = list(by_x)
         mean = [sum(v) / len(v) for v in by_x.values()]
-        color = (colors or {}).get(series) or theme.recipe_color(series)
+        color = palette[series]
         n = max(len(v) for v in by_x.values())
         seeds = f"mean of {n} seeds, bars min..max" if n > 1 else "exact"
         fig.add_bar(x=xs, y=mean, name=f"{series} ({seeds}{', ' + label if label else ''})",

@@ -33,10 +33,12 @@ COLORS = {
 
 # One colour per recipe across the curriculum (a recipe keeps its colour in every notebook's figures).
 RECIPE_COLORS = {
-    "reinforce": "#999999", "ppo": "#A0522D", "grpo": "#0072B2", "rloo": "#E69F00", "dr_grpo": "#56B4E9",
-    "dapo": "#D55E00", "cispo": "#CC79A7", "gspo": "#009E73", "maxrl": "#9A8700", "dppo": "#B0417A",
-    "scalerl": "#44AA99", "gpg": "#117733", "gdpo": "#AA4499",
+    "reinforce": "#999999", "ppo": "#A0522D", "grpo": "#0072B2", "rloo": "#E69F00", "dr_grpo": "#188810",
+    "dapo": "#D55E00", "cispo": "#CC79A7", "gspo": "#009E73", "maxrl": "#9A8700", "dppo": "#F84878",
+    "scalerl": "#506030", "gpg": "#5858C8", "gdpo": "#E858D8",
 }
+# Every two of them are ``distinct`` (tests/test_viz_figure_defects.py): grpo and dr_grpo were two blues, dppo,
+# gdpo and cispo three pinks, gspo, scalerl and gpg three greens.
 _EXTRA = ("#6677CC", "#997700", "#AA3377", "#2F8F8F")  # for names outside the table: never a named recipe's
 # Every colour above reads on a white figure and on JupyterLab's dark background (contrast >= 2.2 on both,
 # tests/test_viz_figures.py): Okabe-Ito's yellow and wine did not (1.3 on white, 2.2 on dark).
@@ -48,6 +50,51 @@ def recipe_color(name: str) -> str:
     import zlib
 
     return RECIPE_COLORS.get(name) or _EXTRA[zlib.crc32(str(name).encode()) % len(_EXTRA)]
+
+
+def _lab(color: str) -> tuple[float, float, float]:
+    """CIELAB (D65) of a ``#rrggbb`` colour: distances there follow what the eye tells apart."""
+    c = [int(color.lstrip("#")[i:i + 2], 16) / 255 for i in (0, 2, 4)]
+    r, g, b = (x / 12.92 if x <= 0.04045 else ((x + 0.055) / 1.055) ** 2.4 for x in c)
+    xyz = ((0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047, 0.2126 * r + 0.7152 * g + 0.0722 * b,
+           (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883)
+    fx, fy, fz = (t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116 for t in xyz)
+    return 116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)
+
+
+def distinct(a: str, b: str) -> bool:
+    """Whether two colours read as two runs: at least ``MIN_DISTANCE`` apart in CIELAB (16's grpo #0072B2 and
+    #56B4E9, the "two blues" of issue 44, are 26 apart).
+
+    >>> distinct("#0072B2", "#56B4E9"), distinct("#0072B2", "#E69F00"), distinct("#999999", "#A0A0A0")
+    (False, True, False)
+    """
+    return math.dist(_lab(a), _lab(b)) >= MIN_DISTANCE
+
+
+MIN_DISTANCE = 28.0
+
+
+def run_colors(names, given: dict | None = None) -> dict[str, str]:
+    """One colour per run of a figure, each distinct from the runs before it (``distinct``): ``given[name]``, else
+    the recipe's (``recipe_color``); one that would not stand apart takes the first colour of a qualitative palette
+    (``_EXTRA``, then the recipes' colours) that does, readable on light and dark like every colour here. The same
+    colour given for several runs is kept.
+
+    >>> run_colors(["grpo", "mine"], {"mine": "#56B4E9"})
+    {'grpo': '#0072B2', 'mine': '#997700'}
+    """
+    out: dict[str, str] = {}
+    for name in names:
+        want = (given or {}).get(name) or recipe_color(name)
+        if want in out.values() and want == (given or {}).get(name):
+            out[name] = want            # one colour given for several runs on purpose (12: every pass@k is maxrl's)
+            continue
+        palette = (want, *_EXTRA, *RECIPE_COLORS.values())
+        out[name] = next((c for c in palette if all(distinct(c, u) for u in out.values())),
+                         max(palette, key=lambda c: min((math.dist(_lab(c), _lab(u)) for u in out.values()),
+                                                        default=0.0)))
+    return out
 
 
 # Human labels for the metrics in Trainer.history (TRL's names), for legends and axis titles.
@@ -98,6 +145,37 @@ def metric_label(key: str) -> str:
     if key not in METRIC_LABELS and len(parts) == 3 and parts[0] == "rewards" and parts[2] == "mean":
         return f"reward part '{parts[1]}' (mean)"
     return METRIC_LABELS.get(key, key)
+
+
+# Two metrics that are one curve on a task, named once (the dashboard draws the line once, rlnb.viz.figures.train).
+SAME_LINE_LABELS = {("reward", "accuracy"): "mean reward = share correct (0/1 rewards)"}
+
+
+def same_line_label(a: str, b: str) -> str:
+    """The name of one curve that is both metric ``a`` and ``b``: why they coincide where it is known.
+
+    >>> same_line_label("reward", "accuracy")
+    'mean reward = share correct (0/1 rewards)'
+    >>> same_line_label("clip_ratio/low_mean", "clip_ratio/high_mean")
+    'clipped low = clipped high (share of tokens)'
+    """
+    known = SAME_LINE_LABELS.get((a, b)) or SAME_LINE_LABELS.get((b, a))
+    if known:
+        return known
+    la, lb = metric_label(a), metric_label(b)
+    unit = la[la.rfind(" ("):] if la.endswith(")") and " (" in la else ""
+    return f"{la.removesuffix(unit)} = {lb}" if unit and lb.endswith(unit) else f"{la} = {lb}"  # the unit once
+
+
+def key_html(items, symbol: str = "━━") -> str:
+    """A figure's key written in text, for a panel's title: each ``(label, colour)`` in its colour, after ``symbol``
+    (a line; "■" for bars), small. Legends hold the runs; this names the curves of one panel.
+
+    >>> key_html([("reward", "#999999")])
+    "<span style='font-size:11px'><span style='color:#999999'>━━ reward</span></span>"
+    """
+    parts = " · ".join(f"<span style='color:{c}'>{symbol} {label}</span>" for label, c in items)
+    return f"<span style='font-size:11px'>{parts}</span>"
 
 
 def axis_title(keys) -> str:

@@ -12,7 +12,15 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from rlnb.viz.figures.theme import COLORS, NONNEGATIVE, axis_title, metric_label, themed
+from rlnb.viz.figures.theme import (
+    COLORS,
+    NONNEGATIVE,
+    axis_title,
+    key_html,
+    metric_label,
+    same_line_label,
+    themed,
+)
 from rlnb.viz.figures.zoo import np_
 
 
@@ -72,20 +80,21 @@ def dashboard_figure(*, series: dict, panels: Sequence[tuple[str, Sequence[str]]
     """One panel per ``(title, metric names)``; ``series`` maps a metric name to ``(steps, values)``
     (None values leave gaps). Metrics without a series get an empty trace so the layout is fixed.
 
-    Traces: one per metric, in panel order, named by its human label (``metric_label``); ``meta`` holds the
-    metric's key (the stable hook tests read). Every x axis is the training step; evaluation points are marked.
-    ``fork``: a second branch's series, overlaid dashed in the same colours (``meta`` ``"fork/<key>"``; metrics
-    it lacks, evaluations say, are left out); ``branches``: the two legend group titles, by what differs
-    (``("beta 0", "beta 0.05 from step 30")``).
+    Traces: one per metric, in panel order, named by its human label (``metric_label``, what hover shows); ``meta``
+    holds the metric's key (the stable hook tests read). Every x axis is the training step; evaluation points are
+    marked. The legend names runs, not metrics (18 entries do not read): a panel of several curves names them under
+    its title, in their colours (``panel_keys``). ``fork``: a second branch's series, overlaid dashed in the same
+    colours (``meta`` ``"fork/<key>"``; metrics it lacks, evaluations say, are left out); ``branches``: the two
+    runs' legend group titles, by what differs (``("beta 0", "beta 0.05 from step 30")``), each run one legend
+    entry (``meta`` ``"run/main"``, ``"run/fork"``). Without ``branches``: one run, no legend.
     """
     cols = min(3, len(panels))
     rows = math.ceil(len(panels) / cols)
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=[p[0] for p in panels], vertical_spacing=0.2,
                         horizontal_spacing=0.07)
-    palette = [COLORS["pi"], COLORS["accent"], COLORS["ref"]]
-    sides = [(series, "", None, "solid")] + ([(fork, "fork/", 1, "dash")] if fork is not None else [])
-    for data, prefix, side, dash in sides:
-        group = dict(legendgroup=prefix or "main", legendgrouptitle_text=branches[side or 0]) if branches else {}
+    runs = [(series, "", "solid")] + ([(fork, "fork/", "dash")] if fork is not None else [])
+    for side, (data, prefix, dash) in enumerate(runs):
+        group = dict(legendgroup=prefix or "main", legendgrouptitle_text=branches[side]) if branches else {}
         for k, (_, names) in enumerate(panels):
             for j, name in enumerate(names):
                 if prefix and not data.get(name, ((),))[0]:  # the fork draws what it has (no evaluations)
@@ -94,30 +103,66 @@ def dashboard_figure(*, series: dict, panels: Sequence[tuple[str, Sequence[str]]
                 y = [None if v is None or v != v else v for v in y]        # None leaves a gap; NaN is not JSON
                 sparse = len(x) < 30 or name.startswith("eval/")            # evaluations: a marker at each point
                 fig.add_scatter(x=list(x), y=y, name=metric_label(name), meta=prefix + name, visible=True,
-                                showlegend=True,
-                                mode="lines+markers" if sparse else "lines", row=k // cols + 1, col=k % cols + 1,
-                                line=dict(color=METRIC_COLORS.get(name, palette[j % len(palette)]), dash=dash),
+                                showlegend=False, mode="lines+markers" if sparse else "lines",
+                                row=k // cols + 1, col=k % cols + 1,
+                                line=dict(color=metric_color(name, j), dash=dash),
                                 marker_size=7 if name.startswith("eval/") else 4, **group)
+        if branches:  # the run's one legend entry, its line style under its title (a click hides the whole run)
+            fig.add_scatter(x=[None], y=[None], mode="lines", name="fork (dashed)" if side else "main (solid)",
+                            meta="run/" + ("fork" if side else "main"), hoverinfo="skip", showlegend=True,
+                            line=dict(color=COLORS["ref"], dash=dash, width=2), **group)
     _merge_identical(fig)
+    top = max(panel_keys(fig, panels)[:cols], default=0) * KEY_LINE  # the first row's keys grow up into the margin
     fig.update_xaxes(title_text="training step", title_standoff=4)
     for k, (_, names) in enumerate(panels):
         fig.update_yaxes(title_text=axis_title(names), title_standoff=2, row=k // cols + 1, col=k % cols + 1,
                          rangemode="nonnegative" if set(names) <= NONNEGATIVE else "normal")
-    fig.update_layout(title=title, height=290 * rows + 90, legend=dict(orientation="h", y=-0.12 / rows))
+    height = 290 * rows + 90 + top
+    fig.update_layout(title=dict(text=title, y=1 - 28 / height, yanchor="middle"), height=height,
+                      margin=dict(t=70 + top), showlegend=bool(branches), legend=dict(orientation="h", y=-0.12 / rows))
     return themed(fig)
+
+
+KEY_LINE = 20   # px per line of a panel's key (font 11, plotly's line spacing)
+KEY_WIDTH = 46  # characters per key line: a panel is a third of a notebook's width
+
+
+def metric_color(name: str, j: int) -> str:
+    """A metric's colour: its meaning's (right, wrong, clipped low/high) where it has one, else by its place."""
+    return METRIC_COLORS.get(name, (COLORS["pi"], COLORS["accent"], COLORS["ref"])[j % 3])
+
+
+def panel_keys(fig: go.Figure, panels) -> list[int]:
+    """Under the title of each panel with several metrics, the names of its main run's curves in their colours
+    (``━━ mean reward · ━━ held-out pass@1``), wrapped at ``KEY_WIDTH``; returns each panel's number of key lines."""
+    counts = []
+    for k, (head, names) in enumerate(panels):
+        axis = "x" if k == 0 else f"x{k + 1}"
+        shown = [t for t in fig.data if t.xaxis == axis and t.visible and t.x and str(t.meta) in names]  # drawn
+        lines: list[list] = []
+        for t in shown if len(names) > 1 else []:
+            if not lines or sum(len(u.name) + 5 for u in lines[-1]) + len(t.name) > KEY_WIDTH:
+                lines.append([])
+            lines[-1].append(t)
+        counts.append(len(lines))
+        if lines:
+            text = "<br>".join(key_html([(t.name, t.line.color) for t in line]) for line in lines)
+            fig.layout.annotations[k].text = f"{head}<br>{text}"
+    return counts
 
 
 def _merge_identical(fig: go.Figure) -> None:
     """Two curves of one panel that are the same line (mean reward and share correct, when rewards are 0 or 1)
-    become one, named for both: drawn exactly on top of each other, one would be a legend entry with no line."""
+    become one, named for both (``theme.same_line_label``): drawn on top of each other, one would be a name with
+    no line of its own."""
     seen: dict[tuple, go.Scatter] = {}
     for t in fig.data:
-        if not t.x:
+        if not t.x or str(t.meta).startswith("run/"):
             continue
         key = (t.xaxis, t.legendgroup, tuple(t.x), tuple(t.y))
         first = seen.setdefault(key, t)
         if first is not t:
-            first.name = f"{first.name} = {t.name}"
+            first.name = same_line_label(str(first.meta).removeprefix("fork/"), str(t.meta).removeprefix("fork/"))
             t.visible, t.showlegend = False, False
 
 

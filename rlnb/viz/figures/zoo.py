@@ -13,7 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from rlnb.viz.figures.theme import COLORS, themed
+from rlnb.viz.figures.theme import COLORS, key_html, run_colors, themed
 
 
 def np_(x) -> np.ndarray:
@@ -38,32 +38,41 @@ def _fade(selected: str | None, name: str) -> dict:
 def advantage_figure(*, rewards, adv, dist_right, dist_wrong, gaps, odd: dict, selected: str | None = None,
                      labels: Sequence[str] | None = None, title: str = "Advantages") -> go.Figure:
     """Three panels: one group's rewards and advantages; advantages of right vs wrong completions over
-    many groups; |A| of the odd one out vs its reward gap, one line per estimator.
+    many groups; |A| of the odd one out vs its reward gap, one line per estimator, each in its recipe's colour.
 
     Traces: 0 ``reward``, 1 ``advantage`` (per completion), 2 ``A right``, 3 ``A wrong`` (histograms),
-    then one per key of ``odd``, named ``odd <estimator>``.
+    then one per key of ``odd``, named by the estimator (``meta`` ``odd <estimator>``, the hook ``trace`` finds; the
+    chosen one bold). The legend holds the estimators only; the first two
+    panels name their bars in their titles (``theme.key_html``).
     """
     labels = list(labels) if labels is not None else [f"o{i}" for i in range(len(rewards))]
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.1, subplot_titles=(  # short: a third of the width each
-        "this group", "over many groups", "the odd one out"))
-    fig.add_bar(x=labels, y=np_(rewards), name="reward", marker_color=COLORS["ref"], row=1, col=1)
+        "this group<br>" + key_html([("reward", COLORS["ref"]), ("A > 0", COLORS["right"]), ("A < 0", COLORS["wrong"])],
+                               "■"),
+        "over many groups<br>" + key_html([("A of right ones", COLORS["right"]), ("A of wrong ones", COLORS["wrong"])],
+                                     "■"),
+        "the odd one out"))
+    fig.add_bar(x=labels, y=np_(rewards), name="reward", marker_color=COLORS["ref"], row=1, col=1, showlegend=False)
     colors = [COLORS["right"] if a > 0 else COLORS["wrong"] for a in np_(adv)]
-    fig.add_bar(x=labels, y=np_(adv), name="advantage", marker_color=colors, row=1, col=1)
+    fig.add_bar(x=labels, y=np_(adv), name="advantage", marker_color=colors, row=1, col=1, showlegend=False)
     # an explicit category list: a live figure otherwise keeps the categories of earlier, larger groups
     fig.update_xaxes(categoryorder="array", categoryarray=labels, row=1, col=1)
     for name, vals, color in (("A right", dist_right, COLORS["right"]), ("A wrong", dist_wrong, COLORS["wrong"])):
-        fig.add_histogram(x=np_(vals), name=name, marker_color=color, opacity=0.6, nbinsx=60,
+        fig.add_histogram(x=np_(vals), name=name, marker_color=color, opacity=0.6, nbinsx=60, showlegend=False,
                           histnorm="probability", row=1, col=2)
+    palette = run_colors(odd)
     for name, vals in odd.items():
-        fig.add_scatter(x=np_(gaps), y=np_(vals), name=f"odd {name}", mode="lines", row=1, col=3,
-                        line_width=3 if name == selected else 1.5, **_fade(selected, name))
+        fig.add_scatter(x=np_(gaps), y=np_(vals), name=name, meta=f"odd {name}", mode="lines", row=1, col=3,
+                        line=dict(width=3 if name == selected else 1.5, color=palette[name]),
+                        opacity=None if selected in (None, name) else 0.7)  # a few lines: faded, still seen on dark
     fig.update_xaxes(type="log", title_text="reward gap", row=1, col=3)
     fig.update_xaxes(title_text="advantage", row=1, col=2)
     fig.update_xaxes(title_text="completion", row=1, col=1)
     fig.update_yaxes(title_text="reward, advantage", row=1, col=1)
     fig.update_yaxes(title_text="share of completions", row=1, col=2)
     fig.update_yaxes(title_text="|A| of the odd one", row=1, col=3)
-    fig.update_layout(title=title, barmode="group", bargap=0.15, height=380)
+    fig.update_layout(title=dict(text=title, y=1 - 24 / 400, yanchor="middle"), barmode="group", bargap=0.15,
+                      height=400, margin=dict(t=90), legend=dict(title_text="estimator"))
     return themed(fig)
 
 
@@ -127,38 +136,50 @@ def kl_figure(*, x, pi_pdf, ref_pdf, samples: dict, true_kl: float, d, weights: 
     bias and std (bottom left); beta times each estimator's gradient weight vs d = logp - ref_logp
     against the policy term's weight +-A (bottom right).
 
-    Traces: 0 ``pi``, 1 ``pi_ref``, then ``samples <k>`` for each key of ``samples``, then ``bias``,
-    ``std`` (bars over the estimators), then ``beta grad <k>`` for each key of ``weights``, then
-    ``policy +A``, ``policy -A``.
+    Traces (``meta``, the hook ``trace`` finds): 0 ``pi``, 1 ``pi_ref``, then ``samples <k>`` for each key of
+    ``samples``, then ``bias``, ``std`` (bars over the estimators), then ``beta grad <k>`` for each key of
+    ``weights``, then ``policy +A``, ``policy -A``. Each estimator has one colour in both panels and one legend
+    entry, named by it; the other curves are named in their panels' titles (``theme.key_html``).
     """
-    fig = make_subplots(rows=2, cols=2, vertical_spacing=0.2, horizontal_spacing=0.12, subplot_titles=(
-        "pi and pi_ref", "per-sample estimates (line: true KL)", "bias and std per estimator",
-        "weight on grad logp: beta*KL vs policy"))
-    fig.add_scatter(x=np_(x), y=np_(pi_pdf), name="pi", line_color=COLORS["pi"], row=1, col=1)
-    fig.add_scatter(x=np_(x), y=np_(ref_pdf), name="pi_ref", line_color=COLORS["ref"], row=1, col=1)
+    fig = make_subplots(rows=2, cols=2, vertical_spacing=0.22, horizontal_spacing=0.12, subplot_titles=(
+        "pi and pi_ref<br>" + key_html([("pi", COLORS["pi"]), ("pi_ref", COLORS["ref"])]),
+        "per-sample estimates<br>" + key_html([("true KL", COLORS["wrong"])], "┆"),
+        "bias and std per estimator<br>" + key_html([("bias", COLORS["wrong"]), ("std", COLORS["pi"])], "■"),
+        "weight on grad logp: beta*KL vs policy<br>" + key_html([("+A", COLORS["right"]), ("-A", COLORS["wrong"])],
+                                                                 "┄")))
+    hidden = dict(showlegend=False)
+    fig.add_scatter(x=np_(x), y=np_(pi_pdf), name="pi", meta="pi", line_color=COLORS["pi"], row=1, col=1, **hidden)
+    fig.add_scatter(x=np_(x), y=np_(ref_pdf), name="pi_ref", meta="pi_ref", line_color=COLORS["ref"], row=1, col=1,
+                    **hidden)
+    palette = run_colors(dict.fromkeys([*samples, *weights]))
     for name, vals in samples.items():
-        fig.add_histogram(x=np_(vals), name=f"samples {name}", nbinsx=80, histnorm="probability", row=1, col=2,
-                          opacity=0.6 if name == selected else 0.25)
+        fig.add_histogram(x=np_(vals), name=name, meta=f"samples {name}", nbinsx=80, histnorm="probability",
+                          row=1, col=2, opacity=0.6 if name == selected else 0.25, marker_color=palette[name],
+                          legendgroup=name, **hidden)
     fig.add_vline(x=true_kl, line_dash="dash", line_color=COLORS["wrong"], row=1, col=2)
     names = list(samples)
-    fig.add_bar(x=names, y=[float(np_(v).mean() - true_kl) for v in samples.values()], name="bias", row=2, col=1,
-                marker_color=COLORS["wrong"])
-    fig.add_bar(x=names, y=[float(np_(v).std()) for v in samples.values()], name="std", row=2, col=1,
-                marker_color=COLORS["pi"])
+    side = dict(width=0.4)  # side by side: the figure overlays bars (for the histograms), std hid the bias
+    fig.add_bar(x=names, y=[float(np_(v).mean() - true_kl) for v in samples.values()], name="bias", meta="bias",
+                row=2, col=1, marker_color=COLORS["wrong"], offset=-0.4, **side, **hidden)
+    fig.add_bar(x=names, y=[float(np_(v).std()) for v in samples.values()], name="std", meta="std", row=2, col=1,
+                marker_color=COLORS["pi"], offset=0.0, **side, **hidden)
     for name, w in weights.items():
-        fig.add_scatter(x=np_(d), y=beta * np_(w), name=f"beta grad {name}", mode="lines", row=2, col=2,
-                        line_width=3 if name == selected else 1.5, **_fade(selected, name))
+        fig.add_scatter(x=np_(d), y=beta * np_(w), name=name, meta=f"beta grad {name}", mode="lines", row=2, col=2,
+                        line=dict(width=3 if name == selected else 1.5, color=palette[name]), legendgroup=name,
+                        opacity=None if selected in (None, name) else 0.7)
     dd = np_(d)
     for sign in (1, -1):
-        fig.add_scatter(x=dd[[0, -1]], y=[sign * A] * 2, name=f"policy {'+' if sign > 0 else '-'}A", mode="lines",
-                        row=2, col=2, line=dict(color=COLORS["right" if sign > 0 else "wrong"], dash="dot"))
+        label = f"policy {'+' if sign > 0 else '-'}A"
+        fig.add_scatter(x=dd[[0, -1]], y=[sign * A] * 2, name=label, meta=label, mode="lines", row=2, col=2,
+                        line=dict(color=COLORS["right" if sign > 0 else "wrong"], dash="dot"), **hidden)
     fig.update_xaxes(title_text="d = logp - ref_logp", row=2, col=2)
     for (row, col), (xt, yt) in {(1, 1): ("x", "density"), (1, 2): ("estimate", "share of samples"),
                                  (2, 1): ("estimator", "bias, std"), (2, 2): (None, "weight")}.items():
         if xt:
             fig.update_xaxes(title_text=xt, row=row, col=col)
         fig.update_yaxes(title_text=yt, title_standoff=2, row=row, col=col)
-    fig.update_layout(title=title, barmode="overlay", height=640)
+    fig.update_layout(title=dict(text=title, y=1 - 24 / 680, yanchor="middle"), barmode="overlay", height=680,
+                      margin=dict(t=100), legend=dict(title_text="estimator"))
     return themed(fig)
 
 

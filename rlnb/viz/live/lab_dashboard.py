@@ -16,6 +16,7 @@ from rlnb.viz.live.dashboard import Dashboard, hyperparameters_html
 
 MAX_MARKS = 20  # dotted change lines drawn (the latest ones)
 LABELLED = 4    # of those, the latest ones named on the plot (more would overlap)
+LABEL_LINE = 12  # px between two labels on one line
 FORK_MARK = "#CC79A7"  # the fork's change lines: the course palette's reddish purple
 
 
@@ -39,10 +40,21 @@ def change_text(c) -> str:
     return f"{c.knob} {c.new:g}" if isinstance(c.new, (int, float)) and not isinstance(c.new, bool) else f"{c.knob} {c.new}"
 
 
-def _label(c, color: str) -> dict:
-    """The line's label in the first panel: written along the line from its top, so it takes no width."""
-    return {"label": dict(text=change_text(c), textposition="end", textangle=-90, yanchor="bottom",
-                          font=dict(size=10, color=color))}
+def _label(c, color: str, panel: str, nth: int = 0) -> dict:
+    """The line's label in the first panel: an annotation written down along the line from the panel's top, inside
+    it (written up from the top, it ran into the panel's title); the ``nth`` label on one line (a change in each
+    branch at the fork point) one line further left. ``name`` "rlnb-change" is the hook tests read."""
+    return dict(x=c.step - 0.5, xref=f"x{panel}", y=1, yref=f"y{panel} domain", text=change_text(c), textangle=-90,
+                xanchor="right", yanchor="top", showarrow=False, font=dict(size=10, color=color), name="rlnb-change",
+                xshift=-LABEL_LINE * nth)
+
+
+def drawn_fork(fork, step: int):
+    """The fork the panels draw at ``step``: an open one, or a closed one with steps of its own in view (after a rewind
+    to the fork point or before, a closed fork has nothing to show: neither curves nor change lines)."""
+    if fork is None or not fork.closed:
+        return fork
+    return fork if any(fork.since < h["step"] <= step for h in fork.history) else None
 
 
 class LabDashboard(Dashboard):
@@ -65,20 +77,21 @@ class LabDashboard(Dashboard):
         else:
             super().flush()
 
-    def _marks(self, fig, step: int) -> None:
+    def _marks(self, fig, step: int, fork) -> None:
         """One line per change in force by ``step``, in every panel, set in one assignment: add_vline per line
         and panel re-validates the whole layout each time, so redraws slowed with every change."""
-        fork = self.lab.fork_branch
         lines = [(c, "#888") for c in self.lab.changes if c.step <= step + 1][-MAX_MARKS:]
         if fork is not None:
             lines += [(c, FORK_MARK) for c in fork.changes if c.step <= step + 1][-MAX_MARKS:]
         panels = [k.removeprefix("xaxis") for k in fig.layout.to_plotly_json() if k.startswith("xaxis")]
-        named = {id(c) for c, _ in lines[-LABELLED:]}          # the latest changes, named in the first panel
         fig.layout.shapes = tuple(fig.layout.shapes) + tuple(
             dict(type="line", x0=c.step - 0.5, x1=c.step - 0.5, xref=f"x{p}", yref=f"y{p} domain", y0=0, y1=1,
-                 line=dict(dash="dot", color=color, width=1),
-                 **(_label(c, color) if p == panels[0] and id(c) in named else {}))
-            for c, color in lines for p in panels)
+                 line=dict(dash="dot", color=color, width=1)) for c, color in lines for p in panels)
+        last = {(color, c.step, c.knob): (c, color) for c, color in lines}  # a knob moved twice at one step: its last
+        named = list(last.values())[-LABELLED:]          # the latest changes, named in the first panel
+        before = lambda i, c: [d.step for d, _ in named[:i]].count(c.step)  # noqa: E731  (labels on its line so far)
+        fig.layout.annotations = tuple(fig.layout.annotations) + tuple(
+            _label(c, color, panels[0], before(i, c)) for i, (c, color) in enumerate(named))
 
     def _figure(self):
         hist = list(self.trainer.history) if self.trainer is not None else []
@@ -91,13 +104,14 @@ class LabDashboard(Dashboard):
         self._status_html = (f"<code class='rlnb-readout' {values_attr(shown)}>step {step} · reward {fmt('reward')} · accuracy "
                              f"{fmt('accuracy')} · entropy {fmt('entropy')}</code>")
         self.hparams.value = hyperparameters_html(self.trainer)
-        fork, labels = self.lab.fork_branch, self.lab.labels()
+        fork = drawn_fork(self.lab.fork_branch, step)
+        labels = self.lab.labels() if fork is not None else None
         title = f"Training: step {step}" + (f" · last change: {change}" if change else "")
         fig = dashboard_figure(series=self.series(hist), panels=self.panels, title=title,
                                fork=None if fork is None else self.series([h for h in fork.history
                                                                            if h["step"] <= step]),
                                branches=labels)
-        self._marks(fig, step)
+        self._marks(fig, step, fork)
         self._drawn_key = self._key()
         self.on_drawn(step)
         return fig
