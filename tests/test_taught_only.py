@@ -58,7 +58,11 @@ def test_the_advantage_explorer_offers_and_draws_only_the_estimators_named():
     taught = ("reinforce", "grpo", "dr_grpo", "rloo", "maxrl")
     ex = AdvantageExplorer(estimators=taught, estimator="grpo")
     assert list(ex.controls["estimator"].options) == list(taught)
-    odd = {t.name.removeprefix("odd ") for t in ex.fig.data if (t.name or "").startswith("odd ")}
-    assert odd == set(taught), odd                   # the odd-one-out panel's lines (and legend): taught ones only
+    odd = {t.meta.removeprefix("odd ") for t in ex.fig.data if str(t.meta or "").startswith("odd ")}
+    assert odd == {"grpo", "dr_grpo", "rloo"}, odd    # the odd-one-out panel's lines (and legend): a few taught ones
+    assert list(ex.controls["compare"].options) == list(taught)  # and only taught ones can be added
+    ex.controls["compare"].value = ("reinforce", "maxrl")
+    odd = {t.meta.removeprefix("odd ") for t in ex.fig.data if str(t.meta or "").startswith("odd ")}
+    assert odd == {"grpo", "reinforce", "maxrl"}, odd
     with pytest.raises(ValueError, match="estimators: expected a non-empty list"):
         AdvantageExplorer(estimators=("grpo", "ppo_gae"))
