@@ -1,0 +1,202 @@
+"""The lean decode: the sampling loop rlnb needs and nothing more, for decoders with plain keys and values.
+
+``rlnb.models.generate.sample`` is the reference: it calls the model's own forward once per token, and that
+forward's bookkeeping (a growing cache object, a fresh causal mask, position embeddings, output objects) costs
+more than the arithmetic on a small model. This loop computes the same numbers with the model's own modules:
+
+* the prompts are prefilled by the model's forward as in the reference (each distinct prompt once);
+* their keys and values go into one preallocated cache per layer, (B, H_kv, Tp + T, D), and each new token's
+  keys and values are written in place at its column: nothing grows, nothing is concatenated;
+* rows that reach EOS stay in the batch and keep computing (their tokens are masked at the end): on a CPU a few
+  rows of wasted arithmetic cost less than copying every layer's cache to drop them, and the sampler draws for
+  every row each step exactly as the reference does before it first drops rows;
+* the rotary angles and the attention mask of every step are computed once, before the loop; only the last
+  position's logits exist (a decode step has one position);
+* one host sync per step (have all rows finished?); the rest is tensor work.
+
+Models it cannot run exactly (another architecture, sliding windows, dropout in training mode, a cache that is
+not plain keys and values) take the reference loop, so ``sample`` here is always safe to call.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+import torch.nn.functional as F
+
+from rlnb.models import generate
+from rlnb.models.generate import cache_of, check_sample_args, distinct_prompts, next_token, position_ids
+from rlnb.models.shared_prompt import plain_kv
+
+# families whose decoder layer is exactly: x += attn(norm(x)); x += mlp(norm(x)), attention = rotary q/k
+# (optionally RMS-normed per head, Qwen3) over all earlier keys
+FAMILIES = ("llama", "qwen2", "qwen3", "mistral")
+
+
+def supported(model) -> bool:
+    """True when the lean loop computes what ``model``'s own forward computes (see the module doc)."""
+    if getattr(model, "training", False) or type(model).__name__.startswith("Peft"):
+        return False                                                     # dropout; a wrapper's own forward
+    cfg = getattr(model, "config", None)
+    if getattr(cfg, "model_type", None) not in FAMILIES or getattr(cfg, "pretraining_tp", 1) != 1:
+        return False
+    if getattr(cfg, "sliding_window", None) is not None and getattr(cfg, "use_sliding_window", True):
+        return False
+    if any(kind != "full_attention" for kind in getattr(cfg, "layer_types", None) or ()):
+        return False
+    dec = model.get_decoder() if hasattr(model, "get_decoder") else None
+    need = ("embed_tokens", "layers", "norm", "rotary_emb")
+    return dec is not None and all(hasattr(dec, n) for n in need) and model.get_output_embeddings() is not None
+
+
+def sample(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, max_new_tokens: int,
+           eos_token_id: int, pad_token_id: int, temperature: float = 1.0, top_p: float = 1.0,
+           greedy: bool = False, generator: torch.Generator | None = None, return_logp: bool = False):
+    """``rlnb.models.generate.sample``'s contract (same arguments, same outputs, same errors), through the lean
+    loop where ``supported(model)``, else through the reference."""
+    kw = dict(max_new_tokens=max_new_tokens, eos_token_id=eos_token_id, pad_token_id=pad_token_id,
+              temperature=temperature, top_p=top_p, greedy=greedy, generator=generator, return_logp=return_logp)
+    if not supported(model):
+        return generate.sample(model, prompt_ids, prompt_mask, **kw)
+    check_sample_args(model, prompt_ids, prompt_mask, temperature=temperature, max_new_tokens=max_new_tokens)
+    with torch.no_grad():
+        state = _prefill(model, prompt_ids, prompt_mask, max_new_tokens)
+    if state is None:                                                    # the prefill's cache is not plain k/v
+        return generate.sample(model, prompt_ids, prompt_mask, **kw)
+    with torch.no_grad():
+        return _decode(model, state, **kw)
+
+
+class _State:
+    """What the loop reads: the cache (per layer keys and values (b, H_kv, Tp + T, D)), the first logits,
+    the additive attention mask of every step (b, 1, 1, Tp + T) and the rotary angles (b, T, D) of every
+    decoded position."""
+
+    def __init__(self, kv, logits, mask, cos, sin, Tp):
+        self.kv, self.logits, self.mask, self.cos, self.sin, self.Tp = kv, logits, mask, cos, sin, Tp
+
+    def select(self, keep: torch.Tensor, cols: int) -> None:
+        """Keep the rows ``keep`` only; the cache's first ``cols`` columns are the ones written so far."""
+        kv = []
+        for K, V in self.kv:
+            K2, V2 = K.new_empty((len(keep),) + K.shape[1:]), V.new_empty((len(keep),) + V.shape[1:])
+            K2[:, :, :cols], V2[:, :, :cols] = K[keep, :, :cols], V[keep, :, :cols]
+            kv.append((K2, V2))
+        self.kv, self.mask, self.cos, self.sin = kv, self.mask[keep], self.cos[keep], self.sin[keep]
+
+
+def _prefill(model, prompt_ids, prompt_mask, T: int) -> _State | None:
+    B, Tp = prompt_ids.shape
+    attn = prompt_mask.long()
+    pos = position_ids(attn)                                             # (B, Tp)
+    first, inv = distinct_prompts(prompt_ids, prompt_mask)               # (U,), (B,)
+    share = 2 * len(first) <= B
+    sel = first if share else slice(None)
+    out = model(input_ids=prompt_ids[sel], attention_mask=attn[sel], position_ids=pos[sel], use_cache=True,
+                logits_to_keep=1)
+    layers = plain_kv(cache_of(out))
+    if layers is None or any(k.shape[-2] != Tp for k, _ in layers):
+        return None
+    rows = inv if share else torch.arange(B, device=prompt_ids.device)
+    kv = []
+    for k, v in layers:                                                  # (U or B, H_kv, Tp, D)
+        K = k.new_empty(B, k.shape[1], Tp + T, k.shape[-1])              # (B, H_kv, Tp + T, D), written in place
+        V = v.new_empty(B, v.shape[1], Tp + T, v.shape[-1])
+        K[:, :, :Tp], V[:, :, :Tp] = k[rows], v[rows]
+        kv.append((K, V))
+    keep = torch.cat([prompt_mask.bool(), prompt_mask.new_ones(B, T, dtype=torch.bool)], dim=1)  # (B, Tp + T)
+    mask = torch.zeros(keep.shape, dtype=kv[0][0].dtype, device=keep.device).masked_fill(~keep, float("-inf"))
+    dec = model.get_decoder()
+    steps = pos[:, -1:] + 1 + torch.arange(T, device=pos.device)        # (B, T) positions of the fed tokens
+    x = dec.embed_tokens(prompt_ids[:, :1])                              # dtype/device probe for the angles
+    cos, sin = dec.rotary_emb(x.to(kv[0][0].dtype), position_ids=steps)  # (B, T, D) each
+    return _State(kv, out.logits[:, -1][rows], mask[:, None, None], cos, sin, Tp)       # logits (B, V) of the first token
+
+
+def _decode(model, s: _State, *, max_new_tokens, eos_token_id, pad_token_id, temperature, top_p, greedy,
+            generator, return_logp):
+    logits = s.logits                                                    # (b, V) for the rows still running
+    B, dev = logits.shape[0], logits.device
+    rows = torch.arange(B, device=dev)                                   # (b,) running row -> batch row
+    done = torch.zeros(B, dtype=torch.bool, device=dev)                  # (b,) EOS sampled, row not yet dropped
+    broken = torch.zeros(B, dtype=torch.bool, device=dev)                # (B,) rows whose logits went bad
+    tokens = torch.full((B, max_new_tokens), pad_token_id, dtype=torch.long, device=dev)  # (B, T)
+    logps = torch.zeros(B, max_new_tokens, dtype=torch.float32, device=dev) if return_logp else None
+    step = _Step(model, s)
+    T = max_new_tokens
+    for t in range(max_new_tokens):
+        bad = ~torch.isfinite(logits.amax(-1))                           # (b,) NaN, +inf, or nothing finite
+        broken[rows] |= bad & ~done
+        logits = logits.masked_fill(bad[:, None], 0.0)                   # keep sampling; we raise below
+        tok = next_token(logits, temperature=temperature, top_p=top_p, greedy=greedy, generator=generator)
+        tokens[rows, t] = tok.masked_fill(done, pad_token_id)
+        if return_logp:
+            lp = torch.log_softmax(logits.float() / temperature, dim=-1).gather(-1, tok[:, None])[:, 0]
+            logps[rows, t] = lp.masked_fill(done, 0.0)
+        done = done | (tok == eos_token_id)
+        n_done = int(done.sum())                                         # the one host sync of a step
+        if n_done == len(rows) or t == max_new_tokens - 1:
+            T = t + 1
+            break
+        # finished rows leave in batches, on the reference's schedule: the sampler then draws for the same rows
+        # as the reference at every step (same tokens for the same generator); one cache copy per drop
+        if n_done and (n_done * 8 >= len(rows) or len(rows) - n_done <= 8):
+            keep = torch.nonzero(~done).flatten()
+            rows, tok, done = rows[keep], tok[keep], done[keep]
+            s.select(keep, s.Tp + t)
+        logits = step(tok, t)
+    if broken.any():
+        bad_rows = torch.nonzero(broken).flatten()[:10].tolist()
+        raise ValueError(f"logits: NaN or inf in the model's logits for rows {bad_rows} while sampling "
+                         "(diverged weights? try a lower lr or max_grad_norm)")
+    tokens = tokens[:, :T]
+    live = _live(tokens, eos_token_id)                                   # (B, T)
+    res = (tokens, live.float(), ~(live & (tokens == eos_token_id)).any(-1))
+    return res + (logps[:, :T],) if return_logp else res
+
+
+def _live(tokens: torch.Tensor, eos_token_id: int) -> torch.Tensor:
+    """(B, T) True up to and including each row's first EOS (not ``!= pad``: a model may sample the pad id)."""
+    eos = (tokens == eos_token_id).long()
+    return (eos.cumsum(-1) - eos) == 0
+
+
+class _Step:
+    """One decode step of every row: the token sampled at step t goes in at column Tp + t; (B, V) logits out."""
+
+    def __init__(self, model, s: _State):
+        dec = model.get_decoder()
+        self.embed, self.norm, self.head = dec.embed_tokens, dec.norm, model.get_output_embeddings()
+        self.layers = list(dec.layers)
+        attn = self.layers[0].self_attn
+        self.rope = sys.modules[type(attn).__module__].apply_rotary_pos_emb  # the family's own rotation
+        self.s = s
+        V = s.kv[0][1]
+        self.Hkv, self.D = V.shape[1], V.shape[-1]
+        self.Hq = attn.q_proj.out_features // self.D
+        self.scale = getattr(attn, "scaling", self.D ** -0.5)
+        self.gqa = self.Hq != self.Hkv                                   # query heads share key heads
+
+    def __call__(self, tok: torch.Tensor, t: int) -> torch.Tensor:
+        s, B, D = self.s, tok.shape[0], self.D
+        col = s.Tp + t                                                   # this token's cache column
+        cos, sin = s.cos[:, t:t + 1], s.sin[:, t:t + 1]                  # (B, 1, D)
+        mask = s.mask[..., :col + 1]                                     # (B, 1, 1, col + 1)
+        x = self.embed(tok[:, None])                                     # (B, 1, H)
+        for layer, (K, V) in zip(self.layers, s.kv):
+            a = layer.self_attn
+            h = layer.input_layernorm(x)
+            q = a.q_proj(h).view(B, 1, self.Hq, D)
+            k = a.k_proj(h).view(B, 1, self.Hkv, D)
+            if hasattr(a, "q_norm"):                                     # Qwen3: per-head RMSNorm before rotary
+                q, k = a.q_norm(q), a.k_norm(k)
+            q, k = self.rope(q.transpose(1, 2), k.transpose(1, 2), cos, sin)  # (B, H, 1, D)
+            K[:, :, col:col + 1] = k
+            V[:, :, col:col + 1] = a.v_proj(h).view(B, 1, self.Hkv, D).transpose(1, 2)
+            o = F.scaled_dot_product_attention(q, K[:, :, :col + 1], V[:, :, :col + 1], attn_mask=mask,
+                                               scale=self.scale, enable_gqa=self.gqa)  # (B, Hq, 1, D)
+            x = x + a.o_proj(o.transpose(1, 2).reshape(B, 1, self.Hq * D))
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        return self.head(self.norm(x[:, 0]))                             # (B, V)
+
