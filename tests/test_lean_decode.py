@@ -161,3 +161,32 @@ def test_the_sampler_decodes_through_the_lean_loop(monkeypatch):
     trainer = rlnb.Trainer.tiny("grpo", prompts_per_step=2, num_generations=3, max_new_tokens=6)
     batch = trainer.sampler.step(trainer.next_prompts())
     assert calls == [1] and sample_mod.sample is LD.sample and batch.completion_ids.shape[0] == 6
+
+
+def test_a_wrapped_forward_or_a_hook_sends_the_model_to_the_reference(default):
+    """rlnb's autocast option replaces the model's forward on the instance; a hook on a layer would be skipped by
+    the lean loop (it calls the layer's parts, not the layer): both take the reference, which calls them."""
+    import types
+
+    model, _ = default
+    assert LD.supported(model)
+    model.forward = types.MethodType(type(model).forward, model)
+    try:
+        assert not LD.supported(model)
+    finally:
+        del model.forward
+    handle = model.get_decoder().layers[1].register_forward_hook(lambda *a: None)
+    try:
+        assert not LD.supported(model)
+    finally:
+        handle.remove()
+    assert LD.supported(model)
+
+
+def test_a_bf16_rollout_under_autocast_runs_and_stays_close_to_the_reference():
+    trainer = rlnb.Trainer.tiny("grpo", prompts_per_step=3, num_generations=4, max_new_tokens=10)
+    trainer.sampler.rollout_bf16 = True
+    batch = trainer.sampler.step(trainer.next_prompts())
+    m = batch.mask.bool()
+    assert (batch.rollout_logp[m] < 0).all() and (batch.rollout_logp - batch.old_logp).abs()[m].max() < 0.1
+

@@ -47,7 +47,12 @@ def supported(model) -> bool:
         return False
     dec = model.get_decoder() if hasattr(model, "get_decoder") else None
     need = ("embed_tokens", "layers", "norm", "rotary_emb")
-    return dec is not None and all(hasattr(dec, n) for n in need) and model.get_output_embeddings() is not None
+    if dec is None or not all(hasattr(dec, n) for n in need) or model.get_output_embeddings() is None:
+        return False
+    # a forward replaced on the instance (rlnb's autocast option) or a hook on a module this loop does not call
+    # (it calls the projections, norms and MLPs, not the model, the decoder, its layers or their attention)
+    skipped = [model, dec, *dec.layers, *(layer.self_attn for layer in dec.layers)]
+    return not any("forward" in vars(m) or m._forward_hooks or m._forward_pre_hooks for m in skipped)
 
 
 def sample(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, max_new_tokens: int,
