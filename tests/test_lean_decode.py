@@ -35,7 +35,7 @@ def both(model, ids, mask, seed=0, **kw):
     return ref, lean
 
 
-def assert_same(ref, lean, atol=1e-5):
+def assert_same(ref, lean, atol=1e-4):
     for name, a, b in zip(("completion_ids", "mask", "truncated"), ref[:3], lean[:3]):
         assert a.shape == b.shape and torch.equal(a, b), name
     torch.testing.assert_close(lean[3], ref[3], atol=atol, rtol=0)   # another arithmetic order: rounding only
