@@ -47,7 +47,7 @@ def update_phases(updater, batch) -> dict:
     with record_function("optimizer"):
         opt.step()
     opt.zero_grad(set_to_none=True)
-    return {"loss": float(res.total)}
+    return {"loss": float(res.total.detach())}
 
 
 def profile_update(trainer, *, repeats: int = 3, top: int = 25) -> str:
