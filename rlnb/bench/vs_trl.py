@@ -13,6 +13,12 @@ Utilisation: the model FLOPs a step needs (one sampling pass over prompt and com
 forward and backward; a recomputed forward counts as waste) divided by its seconds, over what a plain fp32
 matmul of the training forward's MLP shape reaches on the same cores in the same run.
 
+Per stage, the measured median seconds are printed next to the seconds the stage's FLOPs take at that matmul
+rate (generation one forward over prompt and completion tokens, the training forward one, backward + optimizer
+two), so the gap to the limit is visible stage by stage. ``--profile PATH`` then writes torch.profiler's table
+of a few rlnb updates (forward, loss, backward, clipping, optimizer; ``rlnb.bench.update_profile``) to PATH.
+The CPU's model is printed first: the same step is overhead-bound on one machine and not on another.
+
 Padding efficiency: the share of the positions the training forward computes that hold real tokens. rlnb runs
 each distinct prompt once and the completions in buckets of similar length (``rlnb.models.shared_prompt``);
 TRL pads every row to the batch's longest prompt and longest completion. The positions each side computes are
