@@ -190,3 +190,21 @@ def test_a_bf16_rollout_under_autocast_runs_and_stays_close_to_the_reference():
     m = batch.mask.bool()
     assert (batch.rollout_logp[m] < 0).all() and (batch.rollout_logp - batch.old_logp).abs()[m].max() < 0.1
 
+
+
+def test_the_fused_step_and_the_module_step_agree(default, monkeypatch):
+    """Plain Llama/Qwen2 layers take the fused step (q, k, v in one matmul, gate and up in one); Qwen3 (per-head
+    q/k norms) and hooked projections take the step that calls the modules. Both give the reference's tokens."""
+    model, tok = default
+    assert LD.fusable(model) and LD.fusable(tiny_hf("qwen2", len(tok))) and not LD.fusable(tiny_hf("qwen3", len(tok)))
+    handle = model.get_decoder().layers[0].mlp.up_proj.register_forward_hook(lambda *a: None)
+    try:
+        assert not LD.fusable(model) and LD.supported(model)            # the module step calls up_proj: hooks fire
+    finally:
+        handle.remove()
+    ids, mask = encode(tok, rlnb.tasks.get("add").dataset(10, seed=4)["prompt"])
+    kw = dict(max_new_tokens=12, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, return_logp=True)
+    fused = LD.sample(model, ids, mask, generator=torch.Generator().manual_seed(2), **kw)
+    monkeypatch.setattr(LD, "fusable", lambda m: False)
+    plain = LD.sample(model, ids, mask, generator=torch.Generator().manual_seed(2), **kw)
+    assert_same(plain, fused)
