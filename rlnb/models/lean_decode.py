@@ -16,6 +16,9 @@ its own time to the arithmetic. This loop computes the same numbers with the mod
   are done; one copy of the written cache columns per drop), so the sampler draws for the same rows as the
   reference at every step: the same generator gives the same tokens. Keeping finished rows in the batch
   instead (no copy) costs more: on the benchmark's batch 3200 row-steps of arithmetic instead of about 2000;
+* plain Llama/Qwen2/Mistral layers take ``_FusedStep``: q, k and v in one matmul, gate and up in one, each
+  RMSNorm one call, q and k rotated together (about 22 kernels per layer instead of 60); others call the
+  model's modules (``_Step``);
 * one host sync per step (how many rows are done); the rest is tensor work.
 
 Models it cannot run exactly (another architecture, sliding windows, dropout in training mode, a cache that is
