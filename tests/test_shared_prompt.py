@@ -56,11 +56,11 @@ def test_caches_other_than_plain_growing_keys_are_not_shared():
     from transformers.cache_utils import DynamicCache, DynamicLayer, DynamicSlidingWindowLayer
     k = torch.zeros(2, 1, 3, 4)
     plain = DynamicCache(ddp_cache_data=[(k, k)])
-    assert isinstance(plain.layers[0], DynamicLayer) and SP._layers(plain) is not None
+    assert isinstance(plain.layers[0], DynamicLayer) and SP.plain_kv(plain) is not None
     sliding = DynamicCache()
     sliding.layers = [DynamicSlidingWindowLayer(sliding_window=2)]
     sliding.update(k, k, 0)
-    assert SP._layers(sliding) is None and SP._layers(None) is None
+    assert SP.plain_kv(sliding) is None and SP.plain_kv(None) is None
 
 
 def test_shared_prefill_gives_the_unshared_rows(trainer_batch):

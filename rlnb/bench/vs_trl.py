@@ -13,6 +13,12 @@ Utilisation: the model FLOPs a step needs (one sampling pass over prompt and com
 forward and backward; a recomputed forward counts as waste) divided by its seconds, over what a plain fp32
 matmul of the training forward's MLP shape reaches on the same cores in the same run.
 
+Per stage, the measured median seconds are printed next to the seconds the stage's FLOPs take at that matmul
+rate (generation one forward over prompt and completion tokens, the training forward one, backward + optimizer
+two), so the gap to the limit is visible stage by stage. ``--profile PATH`` then writes torch.profiler's table
+of a few rlnb updates (forward, loss, backward, clipping, optimizer; ``rlnb.bench.update_profile``) to PATH.
+The CPU's model is printed first: the same step is overhead-bound on one machine and not on another.
+
 Padding efficiency: the share of the positions the training forward computes that hold real tokens. rlnb runs
 each distinct prompt once and the completions in buckets of similar length (``rlnb.models.shared_prompt``);
 TRL pads every row to the batch's longest prompt and longest completion. The positions each side computes are
@@ -78,6 +84,34 @@ def step_flops(config, prompt_tokens: float, completion_tokens: float, rows: int
     return 4 * forward_flops(config, prompt_tokens, completion_tokens, rows)
 
 
+# stage -> forwards' worth of arithmetic it needs (the backward: two, one for the activations' gradients and one
+# for the weights'); the timed stages that hold no model arithmetic (reward, bookkeeping) are left out
+STAGE_FORWARDS = {"generate": 1, "update_forward": 1, "loss_forward": 1, "update_other": 2, "backward_optim": 2}
+
+
+def arithmetic_line(name: str, steps: list[dict], forward: list[float], rate: float) -> str:
+    """Per stage: the median measured seconds next to the seconds its FLOPs take at ``rate`` (and the ratio)."""
+    parts = []
+    for key, n in STAGE_FORWARDS.items():
+        if key in steps[0]:
+            measured = statistics.median(s[key] for s in steps)
+            ideal = statistics.median(n * f for f in forward) / rate
+            parts.append(f"{key} {measured:.3f} vs {ideal:.3f} ({ideal / measured:.2f})")
+    return f"{name:5s} measured vs arithmetic s (share): " + "  ".join(parts)
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else the platform's processor string."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
+        return f"{names[0]} ({len(names)} logical CPUs)" if names else platform.processor()
+    except OSError:
+        return platform.processor() or "unknown"
+
+
 def matmul_flops_per_s(M: int, K: int, N: int, reps: int = 30) -> float:
     """Median FLOP/s of an fp32 (M, K) x (K, N) matmul on this process's threads."""
     a, b = torch.randn(M, K), torch.randn(K, N)
@@ -126,13 +160,15 @@ def main(argv=None) -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--eval", type=int, default=200, help="held-out prompts for greedy pass@1 (0: skip)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--profile", metavar="PATH", help="after the run, write torch.profiler's table of a few rlnb "
+                   "updates (forward, loss, backward, optimizer) to PATH (e.g. docs/bench_vs_trl_profile.txt)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
     ours = rlnb.Trainer.tiny("grpo", seed=args.seed)
     cfg = ours.model.config
     A, B = Stages(), Stages()                                             # A: TRL, B: rlnb
-    flops = {"trl": [], "rlnb": []}
+    flops, fwd = {"trl": [], "rlnb": []}, {"trl": [], "rlnb": []}       # per step: the step's, one forward's
     real_share = {"trl": [], "rlnb": []}                                  # padding efficiency per step
     positions = {"trl": [], "rlnb": [], "tokens": []}                     # training-forward positions per step
     shapes, mm = {}, []                                                   # mm: matmul FLOP/s between steps
@@ -147,6 +183,8 @@ def main(argv=None) -> None:
         shapes.update(rows=b.B, prompt_tokens=pt, M=int(b.B * (b.prompt_ids.shape[1] + b.completion_ids.shape[1])))
         flops["rlnb"].append(step_flops(cfg, pt, ct, b.B))
         flops["trl"].append(step_flops(cfg, pt, A.steps[-1].get("completion_tokens", ct), b.B))
+        fwd["rlnb"].append(forward_flops(cfg, pt, ct, b.B))
+        fwd["trl"].append(forward_flops(cfg, pt, A.steps[-1].get("completion_tokens", ct), b.B))
         ours_plan = plan(b.prompt_ids, b.prompt_mask, b.mask)
         real_share["rlnb"].append(ours_plan["real"] / ours_plan["computed"])
         trl_ct, trl_T = A.steps[-1].get("completion_tokens", ct), A.steps[-1].get("completion_max", b.mask.shape[1])
@@ -191,6 +229,7 @@ def main(argv=None) -> None:
     mm = statistics.median(mm[w:])
     util = {k: statistics.median(f / s["total"] for f, s in zip(flops[k][w:], st)) / mm
             for k, st in (("trl", ta), ("rlnb", tb))}
+    print(f"CPU: {cpu_model()}; torch {torch.__version__}")
     print(f"settings: GRPO, P={ours.recipe.prompts_per_step} x G={ours.recipe.num_generations}, "
           f"max_new_tokens={ours.recipe.max_new_tokens}, one update per batch, CPU threads={args.threads}, "
           f"{len(ta)} timed steps each (+{w} warm-up), interleaved; wall {t_run:.0f} s")
@@ -203,6 +242,11 @@ def main(argv=None) -> None:
     print(f"fp32 matmul ({shapes.get('M', 4096)}x{cfg.hidden_size} @ {cfg.hidden_size}x{cfg.intermediate_size}): "
           f"median {mm / 1e9:.1f} GFLOP/s over the run (quartiles {mm_q[0] / 1e9:.1f}-{mm_q[-1] / 1e9:.1f}); "
           f"utilisation TRL {util['trl']:.2f}, rlnb {util['rlnb']:.2f}")
+    print("per stage, measured median seconds vs the seconds its FLOPs take at that matmul rate (FLOPs from the "
+          "model's shapes: one forward = 2 x weights x tokens + attention over prompt and completion tokens; "
+          "generation one forward, the training forward one, backward + optimizer two):")
+    print(arithmetic_line("TRL", ta, fwd["trl"][w:], mm))
+    print(arithmetic_line("rlnb", tb, fwd["rlnb"][w:], mm))
     eff = {k: statistics.median(v[w:] or v) for k, v in real_share.items()}
     print(f"padding efficiency (real tokens / positions the training forward computes, median): "
           f"TRL {eff['trl']:.2f}, rlnb {eff['rlnb']:.2f}")
@@ -215,4 +259,10 @@ def main(argv=None) -> None:
         start = rlnb.load_default()[0]
         print(f"greedy pass@1 on {args.eval} held-out prompts: start {ev(start):.3f}, "
               f"after {len(ta) + w} steps TRL {ev(trl.model):.3f}, rlnb {ev(ours.model):.3f}")
+    if args.profile:
+        from rlnb.bench.update_profile import profile_update
 
+        with open(args.profile, "w") as f:
+            f.write(f"CPU: {cpu_model()}; torch {torch.__version__}; seed {args.seed}, after the benchmark's "
+                    f"{len(tb) + w} steps\n{profile_update(ours)}")
+        print(f"profile of the update written to {args.profile}")

@@ -77,6 +77,18 @@ def cache_of(out):
     return out.cache if hasattr(out, "cache") else out.past_key_values
 
 
+def check_sample_args(model, prompt_ids, prompt_mask, *, temperature, max_new_tokens) -> None:
+    """The arguments every sampling loop (this reference, ``rlnb.models.lean_decode``) refuses alike."""
+    if not temperature > 0:
+        raise ValueError(f"temperature: expected a number > 0, got {temperature!r}")
+    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens: expected a positive int, got {max_new_tokens!r}")
+    check_model_inputs(model, prompt_ids=prompt_ids)
+    if prompt_ids.dim() != 2 or prompt_mask.shape != prompt_ids.shape:
+        raise ValueError(f"prompt_ids, prompt_mask: expected equal (B, Tp) shapes, got {tuple(prompt_ids.shape)} "
+                         f"and {tuple(prompt_mask.shape)}")
+
+
 @torch.no_grad()
 def sample(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, max_new_tokens: int,
            eos_token_id: int, pad_token_id: int, temperature: float = 1.0, top_p: float = 1.0,
@@ -94,14 +106,7 @@ def sample(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, max_ne
     step costs what the rows still running need; the last token is never fed back (that forward's logits
     would go unused).
     """
-    if not temperature > 0:
-        raise ValueError(f"temperature: expected a number > 0, got {temperature!r}")
-    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens: expected a positive int, got {max_new_tokens!r}")
-    check_model_inputs(model, prompt_ids=prompt_ids)
-    if prompt_ids.dim() != 2 or prompt_mask.shape != prompt_ids.shape:
-        raise ValueError(f"prompt_ids, prompt_mask: expected equal (B, Tp) shapes, got {tuple(prompt_ids.shape)} "
-                         f"and {tuple(prompt_mask.shape)}")
+    check_sample_args(model, prompt_ids, prompt_mask, temperature=temperature, max_new_tokens=max_new_tokens)
     B, dev = prompt_ids.shape[0], prompt_ids.device
     attn = prompt_mask.long()                                            # (b, Tp + t) for the rows still running
     pos = position_ids(attn)

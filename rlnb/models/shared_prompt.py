@@ -37,7 +37,7 @@ def plan(prompt_ids, prompt_mask, mask) -> dict[str, float]:
     return {"computed": float(computed), "real": real, "distinct_prompts": len(first)}
 
 
-def _layers(cache) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+def plain_kv(cache) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
     """Per layer (keys, values) when every layer is a plain growing cache; None otherwise."""
     if cache is None:
         return None
@@ -77,7 +77,7 @@ def shared_hidden(decoder, prompt_ids, prompt_mask, completion_ids, mask) -> tor
     wp = max(int(lp.max()), 1)                                             # left padding common to all is cut
     p_ids, p_mask = prompt_ids[first, Tp - wp:], prompt_mask[first, Tp - wp:].long()  # (U, wp)
     out = decoder(input_ids=p_ids, attention_mask=p_mask, position_ids=position_ids(p_mask), use_cache=True)
-    kv = _layers(cache_of(out))
+    kv = plain_kv(cache_of(out))
     if kv is None:
         return None
     h_last = out.last_hidden_state[:, -1]                                  # (U, H): predicts completion token 0

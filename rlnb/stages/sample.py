@@ -10,7 +10,8 @@ from rlnb.algos import sum_pi_squared
 from rlnb.batch import Batch, require
 from rlnb.core.checks import check_causal_lm, check_context, context_length
 from rlnb.models.forward import PolicyOut, completion_logits, completion_logprobs
-from rlnb.models.generate import encode_prompts, sample
+from rlnb.models.generate import encode_prompts
+from rlnb.models.lean_decode import sample  # the lean loop; generate.sample where it cannot run exactly
 from rlnb.recipe import check_fields
 
 

@@ -1,0 +1,76 @@
+"""Where the update's time goes: one GRPO update (forward, loss, backward, clipping, optimizer) under torch.profiler.
+
+``python scripts/bench_vs_trl.py --profile docs/bench_vs_trl_profile.txt`` writes it after the benchmark, on the
+benchmark's own trainer (its settings, its weights by then); ``profile_update`` is the function. The phases are
+the Updater's own, replayed one by one with a label each (``record_function``), so the table says how much of
+backward + optimizer is arithmetic (``aten::mm``/``addmm``/``bmm`` and their backward) and how much is the
+small elementwise kernels around it. Not a timing to compare across machines: the profiler adds its own cost
+to every operator (tens of microseconds on a busy CPU), so read shares, not seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+
+PHASES = ("loss", "forward", "backward", "clip_grad_norm", "optimizer")
+MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::_scaled_dot_product_flash_attention_for_cpu",
+              "aten::_scaled_dot_product_flash_attention_for_cpu_backward", "aten::linear_backward")
+
+
+def update_phases(updater, batch) -> dict:
+    """One optimizer step of ``updater`` on the whole ``batch`` (on-policy: one mini-batch), phase by phase as
+    ``Updater._one_step`` runs them; returns the loss. The model's weights change as in a real step."""
+    updater.model.train()
+    opt = updater.optimizer
+    policy = updater.policy
+
+    def labelled(*a, **k):
+        with record_function("forward"):
+            return policy(*a, **k)
+
+    updater.policy = labelled                                             # the forward inside the loss, labelled
+    try:
+        with record_function("loss"):
+            res = updater.loss(batch)                                     # includes "forward"
+    finally:
+        del updater.policy
+    opt.zero_grad(set_to_none=True)
+    with record_function("backward"):
+        res.total.backward()
+    with record_function("clip_grad_norm"):
+        params = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]
+        torch.nn.utils.clip_grad_norm_(params, updater.max_grad_norm or float("inf"))
+    with record_function("optimizer"):
+        opt.step()
+    opt.zero_grad(set_to_none=True)
+    return {"loss": float(res.total.detach())}
+
+
+def profile_update(trainer, *, repeats: int = 3, top: int = 25) -> str:
+    """The profiler's table for ``repeats`` updates of ``trainer`` on fresh rollouts (rollouts not profiled):
+    per phase, then the top operators by self CPU time, then the share of matmul operators."""
+    batches = [trainer.advantager.step(trainer.rollout()) for _ in range(repeats + 1)]
+    update_phases(trainer.updater, batches[0])                            # warm-up: AdamW allocates its state
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for b in batches[1:]:
+            update_phases(trainer.updater, b)
+    events = prof.key_averages()
+    total = sum(e.self_cpu_time_total for e in events)
+    lines = [f"torch.profiler, CPU, {repeats} GRPO updates (B={batches[0].B} rows) at the benchmark's settings; "
+             f"threads={torch.get_num_threads()}; self CPU total {total / 1e3 / repeats:.1f} ms per update "
+             "(profiler overhead included)", "", "per phase (CPU total, ms per update):"]
+    for e in events:
+        if e.key in PHASES:
+            lines.append(f"  {e.key:15s} {e.cpu_time_total / 1e3 / repeats:8.1f}")
+    mm = sum(e.self_cpu_time_total for e in events if e.key in MATMUL_OPS)
+    small = sum(e.count for e in events if e.key.startswith("aten::") and e.key not in MATMUL_OPS)
+    lines += ["", f"matmul operators: {mm / max(total, 1):.0%} of self CPU time; other aten calls per update: "
+              f"{small // repeats}", "", "top operators by self CPU time:"]
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        print(events.table(sort_by="self_cpu_time_total", row_limit=top, max_name_column_width=60))
+    return "\n".join(lines) + "\n" + buf.getvalue()
