@@ -60,7 +60,8 @@ def test_the_advantage_explorer_offers_and_draws_only_the_estimators_named():
     assert list(ex.controls["estimator"].options) == list(taught)
     odd = {t.meta.removeprefix("odd ") for t in ex.fig.data if str(t.meta or "").startswith("odd ")}
     assert odd == {"grpo", "dr_grpo", "rloo"}, odd    # the odd-one-out panel's lines (and legend): a few taught ones
-    assert list(ex.controls["compare"].options) == list(taught)  # and only taught ones can be added
+    assert list(ex.controls["compare"].options) == list(taught)  # and only taught ones can be added,
+    assert ex.controls["compare"].rows == len(taught)             # every one in sight, selected or not
     ex.controls["compare"].value = ("reinforce", "maxrl")
     odd = {t.meta.removeprefix("odd ") for t in ex.fig.data if str(t.meta or "").startswith("odd ")}
     assert odd == {"grpo", "reinforce", "maxrl"}, odd

@@ -87,7 +87,7 @@ class AdvantageExplorer(Explorer):
                                                 description="sigma_shared", tooltip="Reward noise shared by the group"),
             "sigma_sample": widgets.FloatSlider(value=sigma_sample, min=0, max=1, step=0.01, style=STYLE,
                                                 description="sigma_sample", tooltip="Reward noise of each completion"),
-            "compare": widgets.SelectMultiple(options=names, value=compare, rows=3, description="compare",
+            "compare": widgets.SelectMultiple(options=names, value=compare, rows=min(len(names), 6), description="compare",
                                               style=STYLE, tooltip="Estimators drawn in the odd-one-out panel "
                                               "(Ctrl or Cmd-click to add one)"),
         }

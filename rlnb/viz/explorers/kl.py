@@ -53,7 +53,7 @@ class KLExplorer(Explorer):
             "beta": widgets.FloatSlider(value=beta, min=0, max=1, step=0.01, description="beta", style=STYLE,
                                         tooltip=Recipe.field_docs()["beta"]),
             "A": _slider("A", A, 0.05, 3, "Advantage magnitude |A| of the policy term"),
-            "compare": widgets.SelectMultiple(options=names, value=compare, rows=3, description="compare",
+            "compare": widgets.SelectMultiple(options=names, value=compare, rows=min(len(names), 6), description="compare",
                                               style=STYLE, tooltip="Estimators drawn besides the chosen one "
                                               "(Ctrl or Cmd-click to add one)"),
         }
