@@ -198,9 +198,13 @@ CLAIMS: tuple[Claim, ...] = (
 
 
 def table_markdown(root=None) -> str:
-    """The README's claims table, every shipped row read from its results file."""
-    rows = ["| claim | ch | mechanism (exact, fixed batch) | training level: verdict, effect [95 % CI]; evidence |",
-            "|---|---|---|---|"]
+    """The README's claims block: the decision rule, then the table, every training-level row read from its
+    results file and judged under its plan."""
+    from rlnb.studies.decide import RULE_MARKDOWN
+
+    rows = [RULE_MARKDOWN, "",
+            "| claim | ch | mechanism (exact, fixed batch) | training level: **verdict**: effect [95 % CI], seeds on the "
+            "claimed side; comparison, MDE; seeds; evidence |", "|---|---|---|---|"]
     for c in CLAIMS:
         rows.append(f"| {c.text} | {c.chapters} | {c.mechanism} | {describe(c, root)['line']} |")
     return "\n".join(rows)
@@ -221,37 +225,3 @@ def race_power(result, spec: str = "final:eval/sampled/pass@1", reference: str =
     gaps = {a: s.mean - ref for a, s in stats.items() if a != reference}
     need = {a: (g, math.ceil(2 * (Z_POWER * sd / abs(g)) ** 2) if g else math.inf) for a, g in gaps.items()}
     return {"sd": sd, "df": df, "arms": dict(sorted(need.items(), key=lambda kv: -abs(kv[1][0])))}
-
-
-SECOND_ATTEMPT = {  # the studies of scripts/claim_studies.py and the numbers docs/studies.md tabulates for each
-    "entropy_mu4": ("start:entropy", "mean:entropy", "final:entropy", "mean:clip_ratio/region_mean",
-                    "mean:clip_ratio/high_mean", "change:eval/sampled/pass@8", "change:eval/sampled/pass@1"),
-    "maxrl_long": ("change:eval/sampled/pass@1", "change:eval/sampled/pass@8", "change:eval/sampled/pass@16",
-                   "final:entropy", "mean:clip_ratio/region_mean"),
-    "dapo_one_at_a_time": ("change:eval/sampled/pass@1", "change:eval/greedy/pass@1", "mean:frac_reward_zero_std",
-                           "mean:completions/clipped_ratio", "mean:clip_ratio/high_mean",
-                           "mean:completions/mean_length_wrong", "max:step"),
-}
-
-
-def studies_markdown(root=None) -> str:
-    """docs/studies.md's section on the second attempts: per study its setting notes, status, a table of mean ±
-    sd [min, max] over seeds, and the verdict of each claim it tests (generated, so it cannot go stale)."""
-    out = []
-    for name, specs in SECOND_ATTEMPT.items():
-        try:
-            res = load_result(name, root=root)
-        except FileNotFoundError:
-            out.append(f"### `{name}`\n\nNot measured yet.\n")
-            continue
-        cfg = res.config
-        secs = sum(r.wall_s + r.eval_s for r in res.runs)
-        out.append(f"### `{name}` ({cfg.get('status', '')}, seeds {_seeds(res.seeds)}; {secs / 60:.0f} min of one "
-                   "shared core, training and evaluation)\n\n"
-                   f"**Claims:** {'; '.join(cfg.get('claims', []))}. **Setting and search:** {cfg.get('notes', '')}\n\n"
-                   + res.summary(list(specs)).to_markdown() + "\n")
-        for c in CLAIMS:
-            if not isinstance(c.evidence, str) and c.evidence.file == name:
-                out.append(f"- *{c.text}*: {describe(c, root)['line']}")
-        out.append("")
-    return "\n".join(out).rstrip() + "\n"

@@ -30,6 +30,20 @@ from pathlib import Path
 from rlnb.studies.summary import Stat, t_quantile_975
 
 VERDICTS = ("reproduced", "excluded", "inconclusive", "untestable")
+RULE_MARKDOWN = (
+    "**The decision rule** (`rlnb.studies.decide`, one for every training-level row). Before measuring, each "
+    "claim's plan (`docs/results/plans.json`, with the date and git commit it was written at) fixes the comparison "
+    "(arm - control per seed on one number, the claimed direction), the smallest effect it must detect (MDE, with "
+    "its reason), the pilot whose spread sized it (pilot seeds are never measured seeds) and the seeds that give "
+    "80 % power for a two-sided paired t-test at 5 % at that spread (at least 5), and the activity checks: the "
+    "mechanism's measured precondition. From the mean of the paired differences and its two-sided 95 % "
+    "Student-t interval: **reproduced** when the interval lies on the claimed side of 0; **effect above X "
+    "excluded** when its claimed-side end X is below the MDE (an informative null; \"the opposite direction\" "
+    "when the whole interval lies on the other side); **inconclusive: effects up to X not excluded** when it "
+    "reaches the MDE; **untestable here** when an activity check failed, with the measured reason. \"k of n seeds "
+    "on the claimed side\" counts the claimed side, not the majority. Rows measured before their plan say \"plan "
+    "written after the data\"; rows with fewer than 5 seeds, or fewer than the plan's power needs, say so; a third "
+    "attempt decides its row once every planned run is done (until then: \"interim\", with its runs done).")
 MIN_SEEDS = 5
 _T80 = (1.376, 1.061, 0.978, 0.941, 0.920, 0.906, 0.896, 0.889, 0.883, 0.879, 0.876, 0.873, 0.870, 0.868, 0.866,
         0.865, 0.863, 0.862, 0.861, 0.860)

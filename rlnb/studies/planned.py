@@ -146,9 +146,11 @@ def judge(plan: Plan, file: str, arm: str, control: str | None, written: str, ro
         points = min(len(r.evals) for r in res.runs)
         if points < 8 or d.n < MIN_SEEDS:
             failed.append(f"{why} (needs >= 8 points and >= {MIN_SEEDS} seeds with both fits determined)")
+    elif not {arm, control} <= set(res.arms):  # a queue that has not reached both arms yet
+        d = Stat(())
     else:
         d = res.diff(arm, control, plan.spec) if control else res.value(arm, plan.spec)
-        for c in plan.checks:
+        for c in plan.checks if d.n >= 2 else ():
             ok, reason = c.measure(res, arm, control)
             if not ok:
                 failed.append(reason)
