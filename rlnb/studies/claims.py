@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 
 from rlnb.studies.results import load_result
+from rlnb.studies.scaling import seed_fits  # noqa: F401  (re-exported: notebooks call claims.seed_fits)
 from rlnb.studies.summary import Stat
 
 Z_POWER = 1.96 + 0.84  # two-sided 5 % test, 80 % power (normal approximation)
@@ -64,15 +65,6 @@ class Paired:
 
     def what(self) -> str:
         return f"{self.arm}" + (f" - {self.control}" if self.control else "") + f", {self.spec}"
-
-
-def seed_fits(result, arm: str, metric: str = "eval/sampled/pass@1") -> dict:
-    """ScaleRL's curve fitted to each seed's (samples, metric) evaluations of ``arm`` (step 0 fixes R0):
-    seed -> ``ScalingFit``, for the seeds the arm ran."""
-    from rlnb.studies.scaling import fit_sigmoid
-
-    return {r.seed: fit_sigmoid(result.series(arm, r.seed, "eval/samples"), result.series(arm, r.seed, metric))
-            for r in result.runs if r.arm == arm}
 
 
 def seed_asymptotes(result, arm: str, metric: str = "eval/sampled/pass@1") -> tuple[Stat, int]:

@@ -122,7 +122,7 @@ def make_plans(keys=None, root=None) -> dict:
 def asymptote_diffs(res, arm: str, control: str, metric: str) -> tuple[Stat, str]:
     """ScaleRL's fitted asymptote A, arm - control per seed, on the seeds where both fits are determined; and why
     fits were left out (flat: B < 1e-4; no asymptote: A at its bound or the midpoint beyond the data)."""
-    from rlnb.studies.claims import seed_fits
+    from rlnb.studies.scaling import seed_fits
 
     a, b = seed_fits(res, arm, metric), seed_fits(res, control, metric)
     fits = list(a.values()) + list(b.values())
