@@ -144,7 +144,8 @@ def judge(plan: Plan, file: str, arm: str, control: str | None, written: str, ro
     if plan.kind == "asymptote":
         d, why = asymptote_diffs(res, arm, control, plan.spec.split(":", 1)[1])
         points = min(len(r.evals) for r in res.runs)
-        if points < 8 or d.n < MIN_SEEDS:
+        paired = len({r.seed for r in res.runs if r.arm == arm} & {r.seed for r in res.runs if r.arm == control})
+        if points < 8 or (d.n < MIN_SEEDS and paired >= MIN_SEEDS):  # too few points, or too many fits left out
             failed.append(f"{why} (needs >= 8 points and >= {MIN_SEEDS} seeds with both fits determined)")
     elif not {arm, control} <= set(res.arms):  # a queue that has not reached both arms yet
         d = Stat(())
@@ -185,13 +186,15 @@ def row(key: str, shipped, root=None) -> dict:
             res = load_result(plan.file, root=root)
             have = {(r.arm, r.seed) for r in res.runs}
             complete = all((a, s) in have for a in (plan.arm, plan.control) for s in plan.seeds)
-            parts.append(f"third attempt: {'' if complete else 'interim, '}{dec.line} ({label})")
+            parts.append(f"third attempt ({plan.arm} - {plan.control}): {'' if complete else 'interim, '}{dec.line} "
+                         f"({label})")
             verdict = (dec, label) if complete else None
         except FileNotFoundError:
             parts.append(f"third attempt {plan.file}: 0 of {len(plan.seeds)} seeds run (plan: seeds "
                          f"{plan.seeds[0]}-{plan.seeds[-1]})")
     if shipped is not None and verdict is None:
         verdict = judge(plan, *shipped, written, root)
+        what = f"{shipped[1]} - {shipped[2]}" + what[what.index(","):]  # the shipped file's own arm names
     elif shipped is not None:
         dec, label = judge(plan, *shipped, written, root)
         parts.insert(0, f"earlier: {dec.line} ({label})")
