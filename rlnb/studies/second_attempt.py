@@ -3,10 +3,11 @@
 Written down before measuring (settings, seeds, primary number, decision rule), then run once as one
 queue, one torch thread, every run saved as it finishes (``config.status`` says how many are done):
 
-    PYTHONPATH=. nice -n 15 python scripts/claim_studies.py                 # the whole queue, in order
-    PYTHONPATH=. python scripts/claim_studies.py entropy_mu4 --seeds 0 1    # one study, some seeds
+    PYTHONPATH=. python scripts/claim_studies.py entropy_mu4 --fresh --out /tmp/e      # one study, from scratch
+    PYTHONPATH=. python scripts/claim_studies.py entropy_mu4 --seeds 0 1 --fresh --out /tmp/e  # some seeds
 
-(``scripts/claim_studies.py`` is the entry point of this module, ``rlnb.studies.second_attempt``.)
+(``scripts/claim_studies.py``, ``rlnb.studies.claim_cli``, runs these and the third attempts; its queue,
+``run_queue``, is here.)
 
 -> ``docs/results/<study>.json.gz`` (``rlnb.studies.load_result(name)``); the verdicts are read from them
 by ``rlnb.studies.claims`` (the same code prints them in notebooks 10 and 12 and writes the README table).

@@ -6,7 +6,7 @@ mechanism active there?) and give the spread the power calculation uses. The mea
 10, 11, ... (as many as their plans need), so that neither the pilots nor the earlier attempts (seeds 0-4) are
 reused as evidence. A study refuses to run without a plan for each of its claims (``docs/results/plans.json``).
 
-    PYTHONPATH=. nice -n 15 python scripts/claim_studies.py --third                # the queue, resumable
+    PYTHONPATH=. nice -n 15 python scripts/claim_studies.py --resume               # the queue, resumable
     PYTHONPATH=. python scripts/claim_studies.py entropy_third --fresh --out /tmp/x  # one study from scratch
 """
 
