@@ -94,3 +94,33 @@ def test_runs_before_the_plan_are_labelled():
     assert plan_before_data(StudyResult([run("2026-12-07T00:00:00Z")], {}), "2026-12-06T11:00:00Z")
     assert not plan_before_data(StudyResult([run("2026-12-05T00:00:00Z")], {}), "2026-12-06T11:00:00Z")
     assert not plan_before_data(StudyResult([run(None)], {}), "2026-12-06T11:00:00Z")  # no time: predates
+
+
+def _result(pairs: dict, seeds, ended=None) -> StudyResult:
+    """arm -> per-seed values of `entropy` (one step each), as a StudyResult (runs without a time predate plans)."""
+    runs = [RunResult(arm, s, [{"step": 1, "entropy": v}], info={"ended": ended} if ended else {})
+            for arm, vals in pairs.items() for s, v in zip(seeds, vals)]
+    return StudyResult(runs, {"status": "complete"})
+
+
+def test_a_third_attempt_decides_its_row_once_every_planned_run_is_done(tmp_path):
+    from rlnb.studies.planned import row
+
+    write_plans({"x": _plan(file="x_third", spec="mean:entropy", mde=0.05)}, tmp_path / "plans.json", commit="c")
+    _result({"a": [0.30] * 5, "b": [0.30, 0.31, 0.29, 0.30, 0.30]}, range(5)).to_json(tmp_path / "x_old.json.gz")
+    third = _result({"a": [0.50, 0.52, 0.49, 0.51, 0.50], "b": [0.30] * 5}, range(10, 15), "2099-01-01T00:00:00Z")
+    StudyResult(third.runs[:-1], {"status": "9 of 10 runs (partial)"}).to_json(tmp_path / "x_third.json.gz")
+    partial = row("x", ("x_old", "a", "b"), root=tmp_path)
+    assert partial["verdict"] == "excluded" and "plan written after the data" in partial["line"]
+    assert "interim" in partial["line"] and "9 of 10 runs done" in partial["line"]
+    third.to_json(tmp_path / "x_third.json.gz")
+    done = row("x", ("x_old", "a", "b"), root=tmp_path)
+    assert done["verdict"] == "reproduced" and "earlier: effect above" in done["line"]
+    assert "plan written after the data" not in done["line"].split("; earlier")[0]
+
+
+def test_a_study_without_a_plan_refuses_to_run(tmp_path):
+    from rlnb.studies.third_attempt import planned_seeds
+
+    with pytest.raises(ValueError, match="no plan"):
+        planned_seeds("entropy_third", root=tmp_path)
