@@ -64,10 +64,17 @@ def verdicts_markdown(root=None) -> str:
     the numbers)."""
     from rlnb.studies.decide import RULE_MARKDOWN
 
-    rows = [RULE_MARKDOWN, "", "| claim | ch | verdict under the rule (generated) |", "|---|---|---|"]
+    rows = [RULE_MARKDOWN, "", "| claim | ch | verdict under the rule (generated) | seeds; MDE; when the plan was written |",
+            "|---|---|---|---|"]
     for c in CLAIMS:
         if c.plan:
-            rows.append(f"| {c.text} | {c.chapters} | {describe(c, root)['line'].split('; ')[0]} |")
+            d = describe(c, root)
+            own = d["line"].split("; third attempt")[0]
+            n = d["stat"].n if "stat" in d else 0
+            when = "plan written after the data" if "plan written after the data" in own else "plan before the data"
+            few = " (< 5)" if n < 5 else ""
+            rows.append(f"| {c.text} | {c.chapters} | {d['line'].split('; ')[0]} | {n} seeds{few}; MDE "
+                        f"{d['plan'].mde:g}; {when} |")
     return "\n".join(rows)
 
 
