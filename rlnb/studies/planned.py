@@ -163,6 +163,9 @@ def judge(plan: Plan, file: str, arm: str, control: str | None, written: str, ro
     done = f", {status.split(' (')[0]} done" if "partial" in status else ""
     after = "" if plan_before_data(res, written) else ", plan written after the data"
     where = f"docs/results/{file}.json.gz" if root is None else f"{root}/{file}.json.gz"
+    if dec.verdict == "not measured":  # fewer than two pairs yet: no interval, only progress
+        return Decision("not measured", "not measured yet", d, head="not measured yet", nums="no interval yet"), \
+            f"{status.split(' (')[0] or '0 runs'} done; {where}"
     label = f"{d.n} seeds{few}{power}{done}{after}; {where}"
     return dec, label
 
