@@ -189,8 +189,8 @@ def row(key: str, shipped, root=None) -> dict:
             res = load_result(plan.file, root=root)
             have = {(r.arm, r.seed) for r in res.runs}
             complete = all((a, s) in have for a in (plan.arm, plan.control) for s in plan.seeds)
-            parts.append(f"third attempt ({plan.arm} - {plan.control}): {'' if complete else 'interim, '}{dec.line} "
-                         f"({label})")
+            parts.append(f"third attempt ({plan.arm} - {plan.control}; plan: {len(plan.seeds)} seeds, "
+                         f"{plan.seeds[0]}-{plan.seeds[-1]}): {'' if complete else 'interim, '}{dec.line} ({label})")
             verdict = (dec, label) if complete else None
         except FileNotFoundError:
             parts.append(f"third attempt {plan.file}: 0 of {len(plan.seeds)} seeds run (plan: seeds "
