@@ -1,14 +1,14 @@
-"""Five training-level claims of the source articles given a second, designed attempt (issue 28): the entry point of
-``rlnb.studies.second_attempt`` (settings, seeds, decision rule and the seed-major queue are there).
+"""Train the claim studies and print each claim's verdict beside the shipped one (``rlnb.studies.claim_cli``; the
+settings are in ``rlnb.studies.third_attempt`` and ``second_attempt``, the plans in docs/results/plans.json).
 
-    PYTHONPATH=. nice -n 15 python scripts/claim_studies.py                 # the whole queue, in order
-    PYTHONPATH=. python scripts/claim_studies.py entropy_mu4 --seeds 0 1    # one study, some seeds
-    PYTHONPATH=. python scripts/claim_studies.py --check                    # 3 steps at P = G = 4 into /tmp
+    PYTHONPATH=. python scripts/claim_studies.py entropy_third --fresh --out /tmp/e3   # from scratch into /tmp/e3
+    PYTHONPATH=. nice -n 15 python scripts/claim_studies.py --resume                   # continue the third attempts
+    PYTHONPATH=. python scripts/claim_studies.py beta_third --fresh --out /tmp/b --smoke  # seconds: does it run?
 """
 
 import sys
 
-from rlnb.studies.second_attempt import main
+from rlnb.studies.claim_cli import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -14,7 +14,7 @@ from pathlib import Path
 import rlnb
 from rlnb.algos.resolve import knob_table_markdown
 from rlnb.export.exits import exits_table
-from rlnb.studies import claims
+from rlnb.studies import cheatsheet, claims, docs_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,8 +30,13 @@ def fill(path: Path, marker: str, table: str) -> None:
 if __name__ == "__main__":
     fill(ROOT / "README.md", "recipes", rlnb.recipes.table_markdown())
     fill(ROOT / "README.md", "claims", claims.table_markdown())
-    fill(ROOT / "docs" / "studies.md", "second-attempt", claims.studies_markdown().rstrip("\n"))
+    fill(ROOT / "docs" / "studies.md", "verdicts", docs_tables.verdicts_markdown())
+    fill(ROOT / "docs" / "studies.md", "plans", docs_tables.plans_markdown())
+    fill(ROOT / "docs" / "studies.md", "second-attempt", docs_tables.studies_markdown().rstrip("\n"))
+    fill(ROOT / "docs" / "studies.md", "third-attempt",
+         docs_tables.studies_markdown(docs_tables.THIRD_ATTEMPT).rstrip("\n"))
+    fill(ROOT / "docs" / "cheatsheet.md", "cheatsheet", cheatsheet.table_markdown())
     fill(ROOT / "docs" / "knobs.md", "knobs", knob_table_markdown(rlnb.Recipe))
     fill(ROOT / "docs" / "scaling_up.md", "exits", exits_table())
-    print("wrote README.md (recipes, claims), docs/knobs.md (knobs), docs/studies.md (second attempt) and "
-          "docs/scaling_up.md (exits)")
+    print("wrote README.md (recipes, claims), docs/knobs.md (knobs), docs/studies.md (verdicts, plans, second and "
+          "third attempts), docs/cheatsheet.md and docs/scaling_up.md (exits)")

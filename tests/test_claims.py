@@ -5,17 +5,12 @@ import math
 import re
 from pathlib import Path
 
-from rlnb.studies import Stat, claims, load_result
+import pytest
+
+from rlnb.studies import Stat, cheatsheet, claims, docs_tables, load_result
+from rlnb.studies.decide import VERDICTS, load_plans
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def test_the_verdict_follows_the_interval():
-    assert claims.verdict(Stat((0.10, 0.12, 0.11, 0.09, 0.13))) == "reproduced"
-    assert claims.verdict(Stat((-0.10, -0.12, -0.11, -0.09, -0.13))) == "the opposite"
-    assert claims.verdict(Stat((-0.10, -0.12, -0.11, -0.09, -0.13)), sign=-1) == "reproduced"
-    assert claims.verdict(Stat((0.1, -0.1, 0.05, -0.02, 0.0))) == "not reproduced"
-    assert claims.verdict(Stat((0.1,))) == "not measured"        # one seed has no interval
 
 
 def test_the_interval_uses_student_t():
@@ -28,6 +23,7 @@ def test_seeds_needed_grows_as_the_gap_shrinks():
     assert claims.seeds_needed(Stat(tuple(v + 0.5 for v in wide.values))) < claims.seeds_needed(wide)
     assert claims.seeds_needed(narrow) == claims.seeds_needed(Stat(tuple(10 * v for v in narrow.values)))
     assert claims.seeds_needed(Stat((0.1, -0.1))) == math.inf
+    assert claims.seeds_needed(Stat((0.1, 0.3, 0.2))) == 5  # the t distribution: the normal approximation says 2
 
 
 def test_race_power_on_the_shipped_race():
@@ -39,14 +35,30 @@ def test_race_power_on_the_shipped_race():
     assert needs == sorted(needs)                                  # a smaller gap needs more seeds
 
 
-def test_every_shipped_claim_names_an_existing_file_and_arms():
+def test_every_training_level_claim_has_a_plan_and_one_of_the_four_verdicts():
+    plans = load_plans()
     for c in claims.CLAIMS:
         if isinstance(c.evidence, str):
             continue
-        res = load_result(c.evidence.file)
-        arms = [c.evidence.arm] + ([c.evidence.control] if c.evidence.control else [])
-        assert set(arms) <= set(res.arms), (c.text, arms, res.arms)
-        assert claims.describe(c)["source"].startswith(f"shipped (docs/results/{c.evidence.file}.json.gz")
+        assert c.plan in plans, (c.text, "a training-level claim without a plan")
+        plan = plans[c.plan][0]
+        assert len(plan.seeds) >= 5 and plan.mde > 0
+        if c.evidence is not None:
+            res = load_result(c.evidence.file)
+            assert {c.evidence.arm, c.evidence.control} <= set(res.arms), (c.text, res.arms)
+        d = claims.describe(c)
+        assert d["verdict"] in (*VERDICTS, "not measured"), (c.text, d["verdict"])
+        assert f"MDE {plan.mde:g}" in d["line"] and " seeds" in d["line"]
+        if d["verdict"] == "untestable":
+            assert "needs" in d["line"]  # the measured reason beside the bound it missed
+        if c.evidence is not None and plans[c.plan][1] > "2026-12-06":  # measured days before the plans
+            assert "plan written after the data" in d["line"]
+
+
+def test_an_untestable_row_names_the_measured_reason():
+    dapo = next(c for c in claims.CLAIMS if c.plan == "maxrl_pass_k")
+    line = claims.describe(dapo)["line"]
+    assert line.startswith("**untestable here**") and "GRPO's own pass@8 change" in line
 
 
 def test_readme_claims_table_is_generated():
@@ -54,3 +66,24 @@ def test_readme_claims_table_is_generated():
     block = re.search(r"<!-- claims:start -->\n(.*?)\n<!-- claims:end -->", text, re.S)
     assert block, "README.md: no claims markers"
     assert block.group(1) == claims.table_markdown(), "README claims table is stale: python scripts/regen_tables.py"
+
+
+@pytest.mark.parametrize("path, marker, make", [
+    ("docs/studies.md", "verdicts", lambda: docs_tables.verdicts_markdown()),
+    ("docs/studies.md", "plans", lambda: docs_tables.plans_markdown()),
+    ("docs/studies.md", "second-attempt", lambda: docs_tables.studies_markdown().rstrip("\n")),
+    ("docs/studies.md", "third-attempt", lambda: docs_tables.studies_markdown(docs_tables.THIRD_ATTEMPT).rstrip("\n")),
+    ("docs/cheatsheet.md", "cheatsheet", lambda: cheatsheet.table_markdown()),
+])
+def test_docs_and_cheat_sheet_are_generated_from_the_results(path, marker, make):
+    text = (ROOT / path).read_text()
+    block = re.search(rf"<!-- {marker}:start -->\n(.*?)\n<!-- {marker}:end -->", text, re.S)
+    assert block, f"{path}: no {marker} markers"
+    assert block.group(1) == make(), f"{path} {marker} is stale: python scripts/regen_tables.py"
+
+
+def test_the_cheat_sheet_recommends_only_what_a_reproduced_row_supports():
+    for row in cheatsheet.table_markdown().splitlines()[2:]:
+        supported = row.split(" | ")[2]
+        for knob in supported.split("; ") if supported != "-" else ():
+            assert "*: reproduced" in knob, knob

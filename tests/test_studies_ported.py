@@ -99,7 +99,7 @@ def test_the_second_attempt_queue_saves_a_study_result_and_keeps_its_settings(tm
     assert res.arms == ["grpo", "maxrl"] and res.config["status"] == "2 of 2 runs (complete)"
     assert res.config["decision_rule"].startswith("the mean over seeds of the paired per-seed difference")
     assert sa.STUDIES == before                                            # the measured settings stay as written
-    assert "from rlnb.studies.second_attempt import main" in (ROOT / "scripts" / "claim_studies.py").read_text()
+    assert "from rlnb.studies.claim_cli import main" in (ROOT / "scripts" / "claim_studies.py").read_text()
 
 
 def test_the_recipe_race_table_reads_the_shipped_race(tmp_path, capsys):

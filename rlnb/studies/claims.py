@@ -1,11 +1,11 @@
 """The source articles' claims, each with its chapter, its mechanism check and its training-level evidence.
 
-Evidence is either **live** (a notebook shows it in the run; the text says what) or **shipped**: a
-comparison read from a results file in ``docs/results`` (``Paired``: arm minus control, per seed, on one
-spec; ``Asymptote``: ScaleRL's fitted asymptote per seed). A shipped verdict follows one rule, the one
-``scripts/claim_studies.py`` wrote down before measuring: the mean over seeds of the paired differences
-with a two-sided 95 % Student-t interval; **reproduced** when the interval lies on the claimed side of 0,
-**the opposite** when on the other side, **not reproduced** when it covers 0.
+Evidence is either **live** (a notebook shows it in the run; the text says what) or a **training-level
+comparison** shipped in ``docs/results`` (``Paired``: arm minus control, per seed, on one spec; ``Asymptote``:
+ScaleRL's fitted asymptote per seed), judged by the one decision rule of ``rlnb.studies.decide`` under the
+claim's plan (``docs/results/plans.json``, ``rlnb.studies.planned``): reproduced, effect above X excluded,
+inconclusive, or untestable here, each with its numbers, its seeds, its MDE and, where the runs predate the
+plan, "plan written after the data".
 
 ``table_markdown()`` writes the README's claims table from the files (``scripts/regen_tables.py``), so
 it cannot go stale; notebooks print ``describe(claim)`` for the same numbers.
@@ -17,37 +17,25 @@ import math
 from dataclasses import dataclass
 
 from rlnb.studies.results import load_result
+from rlnb.studies.scaling import seed_fits  # noqa: F401  (re-exported: notebooks call claims.seed_fits)
 from rlnb.studies.summary import Stat
 
 Z_POWER = 1.96 + 0.84  # two-sided 5 % test, 80 % power (normal approximation)
 
 
-def seeds_needed(diffs: Stat) -> float:
-    """Seeds a paired comparison needs to detect its observed mean difference with 80 % power at 5 %:
-    ((1.96 + 0.84) sd / |mean|)^2, rounded up (inf when the mean is 0).
+def seeds_needed(diffs: Stat, mde: float | None = None) -> float:
+    """Seeds a paired comparison needs for 80 % power at 5 % (two-sided t-test, ``decide.seeds_for_power``) to
+    detect ``mde`` (default: the observed mean difference) at the observed spread; inf when the effect is 0.
 
-    >>> seeds_needed(Stat((0.1, 0.3, 0.2)))        # sd 0.1, mean 0.2
-    2
+    >>> seeds_needed(Stat((0.1, 0.3, 0.2)))        # sd 0.1, mean 0.2: n = 5 gives (2.776 + 0.941)^2 / 4 = 3.5 <= 5
+    5
     """
-    if diffs.n < 2 or diffs.mean == 0:
+    from rlnb.studies.decide import seeds_for_power
+
+    effect = abs(diffs.mean) if mde is None else mde
+    if diffs.n < 2 or effect == 0:
         return math.inf
-    return max(2, math.ceil((Z_POWER * diffs.std / abs(diffs.mean)) ** 2))
-
-
-def verdict(diffs: Stat, sign: int = 1) -> str:
-    """'reproduced', 'the opposite' or 'not reproduced' from the 95 % t-interval of the mean difference.
-
-    >>> verdict(Stat((0.1, 0.2, 0.15))), verdict(Stat((0.1, -0.2, 0.15))), verdict(Stat((0.1, 0.2, 0.15)), -1)
-    ('reproduced', 'not reproduced', 'the opposite')
-    """
-    lo, hi = diffs.ci95()
-    if lo != lo:
-        return "not measured"
-    if (lo > 0 and sign > 0) or (hi < 0 and sign < 0):
-        return "reproduced"
-    if (lo > 0 and sign < 0) or (hi < 0 and sign > 0):
-        return "the opposite"
-    return "not reproduced"
+    return seeds_for_power(diffs.std, effect, minimum=2)
 
 
 def _seeds(seeds: list[int]) -> str:
@@ -77,15 +65,6 @@ class Paired:
 
     def what(self) -> str:
         return f"{self.arm}" + (f" - {self.control}" if self.control else "") + f", {self.spec}"
-
-
-def seed_fits(result, arm: str, metric: str = "eval/sampled/pass@1") -> dict:
-    """ScaleRL's curve fitted to each seed's (samples, metric) evaluations of ``arm`` (step 0 fixes R0):
-    seed -> ``ScalingFit``, for the seeds the arm ran."""
-    from rlnb.studies.scaling import fit_sigmoid
-
-    return {r.seed: fit_sigmoid(result.series(arm, r.seed, "eval/samples"), result.series(arm, r.seed, metric))
-            for r in result.runs if r.arm == arm}
 
 
 def seed_asymptotes(result, arm: str, metric: str = "eval/sampled/pass@1") -> tuple[Stat, int]:
@@ -124,36 +103,29 @@ class Claim:
     text: str
     chapters: str
     mechanism: str
-    evidence: Paired | Asymptote | str  # a str: live, what the notebook shows
+    evidence: Paired | Asymptote | str | None  # a str: live, what the notebook shows; None: nothing shipped yet
+    plan: str = ""  # the key of its plan in docs/results/plans.json: a training-level claim under the rule
 
 
 def describe(claim: Claim, root=None) -> dict:
-    """The claim's training-level verdict: ``{"verdict", "stat", "ci", "seeds", "source", "line"}``; a live
-    claim gives ``verdict = "live"`` and its text."""
+    """The claim's training-level verdict: ``{"verdict", "line", "source", ...}`` (``planned.row``'s for a claim with
+    a plan: one of ``decide.VERDICTS`` or "not measured"); a live claim gives ``verdict = "live"`` and its text."""
     ev = claim.evidence
-    if isinstance(ev, str):  # "shipped (...)" for results that are not a StudyResult, else what the chapter shows live
-        kind = "shipped" if ev.startswith("shipped") else "live"
-        return {"verdict": kind, "line": ev if kind == "shipped" else f"live: {ev}", "source": kind}
+    if isinstance(ev, str):  # what the chapter shows live
+        return {"verdict": "live", "line": f"live: {ev}", "source": "live"}
+    from rlnb.studies.planned import row
+
+    shipped = None if ev is None else (ev.file, ev.arm, ev.control)
     try:
-        d, seeds = ev.stat(root)
-    except FileNotFoundError:
-        return {"verdict": "not measured", "line": f"not measured yet (docs/results/{ev.file}.json.gz missing)",
-                "source": "missing"}
-    v, (lo, hi), f = verdict(d, ev.sign), d.ci95(), f".{ev.digits}f"
-    same = max(sum(x > 0 for x in d.values), sum(x < 0 for x in d.values))
-    status = load_result(ev.file, root=root).config.get("status", "")
-    partial = f"; partial: {status.split(' (')[0]}" if "partial" in status else ""
-    source = f"shipped (docs/results/{ev.file}.json.gz, seeds {_seeds(seeds)}{partial})"
-    if v == "not measured":
-        return {"verdict": v, "line": f"not measured yet; {source}", "source": source}
-    line = (f"**{v}**: {ev.what()} {d.mean:+{f}} [95 % CI {lo:+{f}}, {hi:+{f}}], same sign on {same} of "
-            f"{d.n} seeds")
-    for spec in getattr(ev, "also", ()):
+        out = row(claim.plan, shipped, root)
+    except FileNotFoundError as e:
+        return {"verdict": "not measured", "line": f"not measured yet ({e})", "source": "missing"}
+    for spec in getattr(ev, "also", ()):  # what the effect cost, on the shipped runs
         a = Paired(ev.file, ev.arm, ev.control, spec).stat(root)[0]
-        line += f"; also {spec} {a.mean:+{f}} [{a.ci95()[0]:+{f}}, {a.ci95()[1]:+{f}}]"
-    if isinstance(ev, Asymptote):
-        line += f"; {ev.extrapolated(root)} of {2 * d.n} fits extrapolated; seeds a ranking would need: {seeds_needed(d)}"
-    return {"verdict": v, "stat": d, "ci": (lo, hi), "seeds": seeds, "source": source, "line": f"{line}; {source}"}
+        lo, hi = a.ci95()
+        out["line"] += f"; also {spec} {a.mean:+.3f} [{lo:+.3f}, {hi:+.3f}] ({ev.file})"
+    out["source"] = f"docs/results/{(ev or out['plan']).file}.json.gz"
+    return out
 
 
 _DAPO = "dapo_one_at_a_time"
@@ -171,49 +143,60 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("PPO's clip cuts out-of-range tokens' gradient; CISPO keeps it", "05", "which tokens each loss zeroes",
           "mechanism only"),
     Claim("The KL term is what holds a policy off a reward loophole", "07", "the loophole verifier scores a hack 1",
-          "shipped (docs/results/reward_hacking.json, 3 seeds): chapter 07 prints the verdict"),
-    Claim("A critic (PPO) vs a group baseline (GRPO) at equal samples", "04", "GAE telescopes to Monte Carlo at "
-          "lambda = 1, exactly", "shipped (docs/results/ppo_vs_grpo.json, 3 seeds): chapter 04 prints it"),
-    Claim("Finer credit (VinePPO) vs uniform credit at equal sampled tokens", "09", "credit sums to reward minus "
-          "V(prompt), exactly", "shipped (docs/results/credit_race.json, 3 seeds): chapter 09 prints it"),
+          Paired("reward_hacking", "beta=2", "beta=0", "final:rewards/loophole/mean", -1), "reward_hacking"),
+    Claim("A critic (PPO) buys pass@1 over a group baseline (GRPO) at equal samples", "04", "GAE telescopes to "
+          "Monte Carlo at lambda = 1, exactly", Paired("ppo_vs_grpo", "ppo", "grpo", "change:eval/greedy/pass@1"),
+          "ppo_vs_grpo"),
+    Claim("Finer credit (VinePPO) beats uniform credit at equal sampled tokens", "09", "credit sums to reward "
+          "minus V(prompt), exactly", Paired("credit_race", "vineppo", "grpo", "change:eval/greedy/pass@1"),
+          "credit_race"),
     Claim("Several updates per batch collapse entropy", "06", "thermostat rule checked step by step",
-          Paired("entropy_collapse", "none", None, "change:entropy", -1)),
+          None, "updates_collapse"),
     Claim("The entropy thermostat keeps entropy up", "06", "thermostat rule checked step by step",
-          Paired("entropy_collapse", "thermostat", "none", "final:entropy")),
+          Paired("entropy_collapse", "thermostat", "none", "final:entropy"), "thermostat"),
     Claim("Clip-higher slows entropy collapse", "05, 06, 10", "releases ratios in (1.2, 1.28] for A > 0 only",
-          Paired("entropy_mu4", "clip-higher", "none", "mean:entropy", also=("mean:clip_ratio/high_mean",))),
+          Paired("entropy_mu4", "clip-higher", "none", "mean:entropy"), "clip_higher_entropy"),
     Claim("A small entropy bonus (0.01) keeps entropy up", "06", "loss = pg - 0.01 H, checked per step",
           Paired("entropy_mu4", "bonus 0.01", "none", "mean:entropy", also=("final:entropy",
-                                                                            "change:eval/sampled/pass@8"))),
+                                                                            "change:eval/sampled/pass@8")), "bonus"),
     Claim("Large beta slows learning", "06", "k1/k2/k3 bias exactly; k3's gradient weight",
-          Paired("beta", "beta=0.04", "beta=0.5", "change:eval/sampled/pass@1")),
+          Paired("beta", "beta=0.04", "beta=0.5", "change:eval/sampled/pass@1"), "beta_slows"),
     Claim("Small beta drifts further from the reference", "06", "exact KL to the starting model",
-          Paired("beta", "beta=0", "beta=0.5", "final:eval/kl_to_init")),
+          Paired("beta", "beta=0", "beta=0.5", "final:eval/kl_to_init"), "beta_drift"),
     Claim("seq-mean-token-mean makes wrong answers longer", "08", "a long wrong token gets 5/24 of a short one's push",
-          Paired("length_bias", "seq-mean-token-mean", "token-mean", "mean:completions/mean_length_wrong", 1, 2)),
+          Paired("length_bias", "seq-mean-token-mean", "token-mean", "mean:completions/mean_length_wrong", 1, 2),
+          "length_bias"),
     Claim("Dynamic sampling puts more groups with signal in each update", "10", "keep masks exactly",
-          Paired("dynamic_sampling", "grpo+dynamic-sampling", "grpo", "mean:groups_with_signal", 1, 2)),
+          Paired("dynamic_sampling", "grpo+dynamic-sampling", "grpo", "mean:groups_with_signal", 1, 2),
+          "dynamic_sampling"),
     Claim("DAPO's clip-higher helps on its own", "10", "releases ratios in (1.2, 1.28] for A > 0 only",
-          Paired(_DAPO, "+clip-higher", "grpo", "change:eval/sampled/pass@1")),
+          Paired(_DAPO, "+clip-higher", "grpo", "change:eval/sampled/pass@1"), "dapo_clip_higher"),
     Claim("DAPO's token-level loss helps on its own", "08, 10", "per-token weights exactly",
-          Paired(_DAPO, "+token-mean", "grpo", "change:eval/sampled/pass@1")),
+          Paired(_DAPO, "+token-mean", "grpo", "change:eval/sampled/pass@1"), "dapo_token_mean"),
     Claim("DAPO's overlong filtering helps on its own", "10", "keep masks exactly",
-          Paired(_DAPO, "+overlong-filter", "grpo", "change:eval/sampled/pass@1")),
+          Paired(_DAPO, "+overlong-filter", "grpo", "change:eval/sampled/pass@1"), "dapo_overlong"),
     Claim("DAPO's dynamic sampling helps on its own", "10", "keep masks exactly",
-          Paired(_DAPO, "+dynamic-sampling", "grpo", "change:eval/sampled/pass@1")),
+          Paired(_DAPO, "+dynamic-sampling", "grpo", "change:eval/sampled/pass@1"), "dapo_dynamic"),
+    Claim("DAPO as a whole beats GRPO", "10", "each change's mechanism above",
+          Paired("dapo_ablation", "dapo", "grpo", "change:eval/sampled/pass@1"), "dapo_whole"),
     Claim("MaxRL keeps pass@k where GRPO trades it for pass@1", "12", "a rare success gets A = 7 vs GRPO's 2.47",
-          Paired("maxrl_long", "maxrl", "grpo", "change:eval/sampled/pass@8", also=("change:eval/sampled/pass@1",))),
+          Paired("maxrl_long", "maxrl", "grpo", "change:eval/sampled/pass@8", also=("change:eval/sampled/pass@1",)),
+          "maxrl_pass_k"),
     Claim("Recipes can be ranked by a ScaleRL compute fit", "12", "the fit recovers a known curve; extrapolation flagged",
-          Asymptote("maxrl_long", "maxrl", "grpo")),
+          Asymptote("maxrl_long", "maxrl", "grpo"), "scalerl_rank"),
     Claim("The Triton kernel matches fp64 in one pass; the chunked path saves memory", "14",
           "log-prob and gradient against fp64 in Triton's interpreter", "memory at V = 151936 measured in the run"),
 )
 
 
 def table_markdown(root=None) -> str:
-    """The README's claims table, every shipped row read from its results file."""
-    rows = ["| claim | ch | mechanism (exact, fixed batch) | training level: verdict, effect [95 % CI]; evidence |",
-            "|---|---|---|---|"]
+    """The README's claims block: the decision rule, then the table, every training-level row read from its
+    results file and judged under its plan."""
+    from rlnb.studies.decide import RULE_MARKDOWN
+
+    rows = [RULE_MARKDOWN, "",
+            "| claim | ch | mechanism (exact, fixed batch) | training level: **verdict**: effect [95 % CI], seeds on the "
+            "claimed side; comparison, MDE; seeds; evidence |", "|---|---|---|---|"]
     for c in CLAIMS:
         rows.append(f"| {c.text} | {c.chapters} | {c.mechanism} | {describe(c, root)['line']} |")
     return "\n".join(rows)
@@ -234,37 +217,3 @@ def race_power(result, spec: str = "final:eval/sampled/pass@1", reference: str =
     gaps = {a: s.mean - ref for a, s in stats.items() if a != reference}
     need = {a: (g, math.ceil(2 * (Z_POWER * sd / abs(g)) ** 2) if g else math.inf) for a, g in gaps.items()}
     return {"sd": sd, "df": df, "arms": dict(sorted(need.items(), key=lambda kv: -abs(kv[1][0])))}
-
-
-SECOND_ATTEMPT = {  # the studies of scripts/claim_studies.py and the numbers docs/studies.md tabulates for each
-    "entropy_mu4": ("start:entropy", "mean:entropy", "final:entropy", "mean:clip_ratio/region_mean",
-                    "mean:clip_ratio/high_mean", "change:eval/sampled/pass@8", "change:eval/sampled/pass@1"),
-    "maxrl_long": ("change:eval/sampled/pass@1", "change:eval/sampled/pass@8", "change:eval/sampled/pass@16",
-                   "final:entropy", "mean:clip_ratio/region_mean"),
-    "dapo_one_at_a_time": ("change:eval/sampled/pass@1", "change:eval/greedy/pass@1", "mean:frac_reward_zero_std",
-                           "mean:completions/clipped_ratio", "mean:clip_ratio/high_mean",
-                           "mean:completions/mean_length_wrong", "max:step"),
-}
-
-
-def studies_markdown(root=None) -> str:
-    """docs/studies.md's section on the second attempts: per study its setting notes, status, a table of mean ±
-    sd [min, max] over seeds, and the verdict of each claim it tests (generated, so it cannot go stale)."""
-    out = []
-    for name, specs in SECOND_ATTEMPT.items():
-        try:
-            res = load_result(name, root=root)
-        except FileNotFoundError:
-            out.append(f"### `{name}`\n\nNot measured yet.\n")
-            continue
-        cfg = res.config
-        secs = sum(r.wall_s + r.eval_s for r in res.runs)
-        out.append(f"### `{name}` ({cfg.get('status', '')}, seeds {_seeds(res.seeds)}; {secs / 60:.0f} min of one "
-                   "shared core, training and evaluation)\n\n"
-                   f"**Claims:** {'; '.join(cfg.get('claims', []))}. **Setting and search:** {cfg.get('notes', '')}\n\n"
-                   + res.summary(list(specs)).to_markdown() + "\n")
-        for c in CLAIMS:
-            if not isinstance(c.evidence, str) and c.evidence.file == name:
-                out.append(f"- *{c.text}*: {describe(c, root)['line']}")
-        out.append("")
-    return "\n".join(out).rstrip() + "\n"

@@ -92,6 +92,7 @@ def run_one(arm: str, overrides: dict, *, task, seed: int, steps: int | None = N
             do_eval()
     if evaluating and res.evals[-1][unit] < spent[unit]:  # always end with an evaluation
         do_eval()
+    res.info["ended"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())  # a plan must predate its first run
     if hasattr(os, "getloadavg"):  # a shared machine slows every arm: wall times need it beside them
         res.info["load"] = round(os.getloadavg()[0], 2)
     return res

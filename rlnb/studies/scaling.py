@@ -196,3 +196,10 @@ def fit_study(result, metric: str = "eval/greedy/pass@1", *, x: str = "samples",
         if sum(1 for cx, _ in pts if cx > 0) >= 3:
             out[arm] = fit_sigmoid([p[0] for p in pts], [p[1] for p in pts], upper=upper)
     return out
+
+
+def seed_fits(result, arm: str, metric: str = "eval/sampled/pass@1") -> dict:
+    """ScaleRL's curve fitted to each seed's (samples, metric) evaluations of ``arm`` (step 0 fixes R0):
+    seed -> ``ScalingFit``, for the seeds the arm ran."""
+    return {r.seed: fit_sigmoid(result.series(arm, r.seed, "eval/samples"), result.series(arm, r.seed, metric))
+            for r in result.runs if r.arm == arm}

@@ -3,10 +3,11 @@
 Written down before measuring (settings, seeds, primary number, decision rule), then run once as one
 queue, one torch thread, every run saved as it finishes (``config.status`` says how many are done):
 
-    PYTHONPATH=. nice -n 15 python scripts/claim_studies.py                 # the whole queue, in order
-    PYTHONPATH=. python scripts/claim_studies.py entropy_mu4 --seeds 0 1    # one study, some seeds
+    PYTHONPATH=. python scripts/claim_studies.py entropy_mu4 --fresh --out /tmp/e      # one study, from scratch
+    PYTHONPATH=. python scripts/claim_studies.py entropy_mu4 --seeds 0 1 --fresh --out /tmp/e  # some seeds
 
-(``scripts/claim_studies.py`` is the entry point of this module, ``rlnb.studies.second_attempt``.)
+(``scripts/claim_studies.py``, ``rlnb.studies.claim_cli``, runs these and the third attempts; its queue,
+``run_queue``, is here.)
 
 -> ``docs/results/<study>.json.gz`` (``rlnb.studies.load_result(name)``); the verdicts are read from them
 by ``rlnb.studies.claims`` (the same code prints them in notebooks 10 and 12 and writes the README table).
@@ -38,7 +39,6 @@ study (grpo vs scalerl, 60 steps) dropped: the ScaleRL claim is answered from ma
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import time
@@ -96,16 +96,35 @@ STUDIES: dict[str, dict] = {
 }
 
 
+RULE = __doc__.split("Decision rule for every\nclaim: ")[1].split("\n\n")[0].replace("\n", " ")
+
+
 def save(name: str, spec: dict, runs: list, total: int, seeds, out: Path) -> Path:
-    config = {"name": name, **spec["setting"], "seeds": list(seeds), "arms": spec["arms"], "claims": spec["claims"],
-              "primary": spec["primary"], "control": spec["control"], "notes": spec["notes"],
-              "decision_rule": __doc__.split("Decision rule for every\nclaim: ")[1].split("\n\n")[0].replace("\n", " "),
+    config = {"name": name, "date": time.strftime("%Y-%m-%d %H:%M"), **spec["setting"], "seeds": list(seeds),
+              "arms": spec["arms"], "claims": spec["claims"], "primary": spec["primary"], "control": spec["control"],
+              "notes": spec["notes"], "decision_rule": spec.get("decision_rule", RULE),
               "status": f"{len(runs)} of {total} runs" + (" (complete)" if len(runs) == total else " (partial)"),
-              "window": max(1, spec["setting"]["steps"] // 10), "torch_threads": torch.get_num_threads(),
+              "window": max(1, (spec["setting"].get("steps") or 0) // 10), "torch_threads": torch.get_num_threads(),
               "script": "scripts/claim_studies.py"}
     path = out / f"{name}.json.gz"
     StudyResult(runs, config).to_json(path, digits=5)
     return path
+
+
+def smoke_setting(spec: dict) -> dict:
+    """A copy of ``spec`` at the seconds-long size (3 steps at P = G = 4, tiny evaluations): does the pipeline run?
+    The measured settings stay as written."""
+    spec = copy.deepcopy(spec)
+    small = dict(prompts_per_step=4, num_generations=4, eval_n=8, eval_sampled_n=4)
+    if "tokens" in spec["setting"]:
+        small.update(tokens=600, eval_every=300)
+    else:
+        small.update(steps=3, eval_every=1)
+    spec["setting"].update(small)
+    for arm in spec["arms"].values():  # an arm's own batch shape would undo the small one
+        for k in ("prompts_per_step", "num_generations"):
+            arm.pop(k, None)
+    return spec
 
 
 def done_runs(name: str, spec: dict, out: Path) -> dict:
@@ -120,42 +139,39 @@ def done_runs(name: str, spec: dict, out: Path) -> dict:
     return {(r.arm, r.seed): r for r in old.runs} if same else {}
 
 
-def run(names: list[str], seeds=SEEDS, *, out: Path | None = None, studies: dict | None = None) -> None:
-    """Seed-major over all studies: seed 0 of every study, then seed 1 ... so that wherever the queue stops,
-    every study holds complete pairs on the same seeds. ``out``: default ``results_dir()``; ``studies``: default
-    ``STUDIES``."""
-    table = STUDIES if studies is None else studies  # e.g. the --check sizes, a copy
+def run_queue(table: dict, seeds: dict, *, out: Path | None = None, resume: bool = False, smoke: bool = False,
+              log=print) -> dict:
+    """Train the studies of ``table`` named in ``seeds`` (name -> its seeds) seed-major: every study's first seed,
+    then the second ... (a study stops at its own seeds), so that wherever the queue stops every study holds
+    complete pairs on the same seeds; each run is saved to ``out`` as it ends. ``resume``: keep the runs already
+    saved in ``out`` for the same setting (otherwise an existing file is refused: a re-run re-runs); ``smoke``:
+    ``smoke_setting`` and the first seed only. Returns {name: path}."""
     out = results_dir() if out is None else Path(out)
-    t0 = time.perf_counter()
-    saved = {n: done_runs(n, table[n], out) for n in names}
-    runs: dict[str, list] = {n: [] for n in names}
-    for seed in seeds:
-        for name in names:
-            spec = table[name]
-            total = len(spec["arms"]) * len(seeds)
-            for arm, over in spec["arms"].items():
-                r = saved[name].get((arm, seed)) or run_one(arm, over, seed=seed, **spec["setting"])
-                runs[name].append(r)
-                path = save(name, spec, runs[name], total, seeds, out)
-                print(f"{name} {arm} seed {seed}: train {r.wall_s:.0f} s, eval {r.eval_s:.0f} s, "
-                      f"{len(runs[name])}/{total} -> {path.name} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    seeds = {n: tuple(s)[: 1 if smoke else None] for n, s in seeds.items()}
+    specs = {n: smoke_setting(table[n]) if smoke else table[n] for n in seeds}
+    for n in seeds:
+        if (out / f"{n}.json.gz").is_file() and not resume:
+            raise FileExistsError(f"out: {out / (n + '.json.gz')} exists; --resume continues it, or pick another "
+                                  "--out for a fresh run")
+    saved = {n: done_runs(n, specs[n], out) if resume else {} for n in seeds}
+    runs: dict[str, list] = {n: [] for n in seeds}
+    paths, t0 = {}, time.perf_counter()
+    for i in range(max(len(s) for s in seeds.values())):
+        for n in (n for n in seeds if i < len(seeds[n])):
+            seed, total = seeds[n][i], len(specs[n]["arms"]) * len(seeds[n])
+            for arm, over in specs[n]["arms"].items():
+                kept = saved[n].get((arm, seed))
+                r = kept or run_one(arm, over, seed=seed, **specs[n]["setting"])
+                runs[n].append(r)
+                paths[n] = save(n, specs[n], runs[n], total, seeds[n], out)
+                how = "kept from the saved file" if kept else f"trained {r.wall_s:.0f} s, evaluated {r.eval_s:.0f} s"
+                log(f"{n} {arm} seed {seed}: {how}; {len(runs[n])}/{total} runs -> {paths[n]} "
+                    f"({time.perf_counter() - t0:.0f} s so far)")
+    return paths
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="scripts/claim_studies.py", description=__doc__.splitlines()[0])
-    p.add_argument("studies", nargs="*", help=f"some of {list(STUDIES)} (default: all, in this order)")
-    p.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
-    p.add_argument("--check", action="store_true", help="2 steps at P = G = 4 into /tmp: does the pipeline run?")
-    args = p.parse_args(argv)
-    unknown = set(args.studies) - set(STUDIES)
-    if unknown:
-        p.error(f"unknown studies {sorted(unknown)}; known: {list(STUDIES)}")
-    torch.set_num_threads(1)
-    names = args.studies or list(STUDIES)
-    studies, out = STUDIES, None
-    if args.check:  # a copy: the measured settings stay as written
-        studies, out = copy.deepcopy(STUDIES), Path("/tmp")
-        for name in names:
-            studies[name]["setting"].update(steps=3, prompts_per_step=4, num_generations=4, eval_n=8,
-                                            eval_sampled_n=4, eval_every=1)
-    run(names, tuple(args.seeds), out=out, studies=studies)
+def run(names: list[str], seeds=SEEDS, *, out: Path | None = None, studies: dict | None = None) -> None:
+    """The second attempts' (or ``studies``') queue on ``seeds``, resuming what ``out`` holds (the pilots use it)."""
+    run_queue(STUDIES if studies is None else studies, {n: tuple(seeds) for n in names}, out=out, resume=True,
+              log=lambda line: print(line, flush=True))
