@@ -20,7 +20,8 @@ CHAPTERS: list[str] = ["00", "01", "02", "03", "04", "05", "06", "07", "08", "09
 
 # Per chapter: typed numbers that are settings or definitions, not measurements (exact strings as found).
 ALLOWED: dict[str, set[str]] = {
-    "10": {"95 %"}, "12": {"95 %"}, "16": {"95 %"},   # the confidence level of the pre-registered decision rule
+    # the decision rule's settings: its confidence level, the power its seeds aim at, an activity check's threshold
+    "06": {"95 %"}, "10": {"95 %", "80 %", "1 %"}, "12": {"95 %"}, "16": {"95 %"},
     "07": {"2 x", "0.5", "0.2"},   # two live runs; beta values to set (settings, not results)
     "11": {"10x", "30x"},          # the learning rates tried, as multiples of the healthy one (fixed in advance)
 }

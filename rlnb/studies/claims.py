@@ -38,13 +38,6 @@ def seeds_needed(diffs: Stat, mde: float | None = None) -> float:
     return seeds_for_power(diffs.std, effect, minimum=2)
 
 
-def _seeds(seeds: list[int]) -> str:
-    s = sorted(seeds)
-    if not s:
-        return "none yet"
-    return f"{s[0]}-{s[-1]}" if len(s) > 2 and s == list(range(s[0], s[-1] + 1)) else ", ".join(map(str, s))
-
-
 @dataclass(frozen=True)
 class Paired:
     """``arm`` minus ``control`` per seed on ``spec`` in results file ``file`` (``control=None``: the arm's own

@@ -3,7 +3,7 @@ claim under the rule, the plans, and per attempt its studies' settings, status a
 
 from __future__ import annotations
 
-from rlnb.studies.claims import CLAIMS, _seeds, describe
+from rlnb.studies.claims import CLAIMS, describe
 from rlnb.studies.results import load_result
 
 SECOND_ATTEMPT = {  # the second attempts and the numbers docs/studies.md tabulates for each
@@ -31,6 +31,18 @@ THIRD_ATTEMPT = {  # the third attempts (rlnb.studies.third_attempt) and their n
 }
 
 
+def _seeds_text(seeds: list[int]) -> str:
+    """Seeds as a range where they are consecutive: "10-14", else "0, 2, 5"; "none yet" for none.
+
+    >>> _seeds_text([12, 10, 11]), _seeds_text([0, 2]), _seeds_text([])
+    ('10-12', '0, 2', 'none yet')
+    """
+    s = sorted(seeds)
+    if not s:
+        return "none yet"
+    return f"{s[0]}-{s[-1]}" if len(s) > 2 and s == list(range(s[0], s[-1] + 1)) else ", ".join(map(str, s))
+
+
 def _claims_of(name: str, root=None) -> list[str]:
     from rlnb.studies.decide import load_plans
 
@@ -51,7 +63,7 @@ def studies_markdown(table=None, root=None) -> str:
             continue
         cfg = res.config
         secs = sum(r.wall_s + r.eval_s for r in res.runs)
-        out.append(f"### `{name}` ({cfg.get('status', '')}, seeds {_seeds(res.seeds)}; {secs / 60:.0f} min of one "
+        out.append(f"### `{name}` ({cfg.get('status', '')}, seeds {_seeds_text(res.seeds)}; {secs / 60:.0f} min of one "
                    "shared core, training and evaluation)\n\n"
                    f"**Claims:** {'; '.join(cfg.get('claims', []))}. **Setting and search:** {cfg.get('notes', '')}\n\n"
                    + res.summary(list(specs)).to_markdown() + "\n")
@@ -88,6 +100,6 @@ def plans_markdown(root=None) -> str:
         checks = "; ".join(f"{c.role} {c.spec} {c.op} {c.threshold:g}" for c in p.checks) or "-"
         need = p.power_seeds or "spread unknown"
         rows.append(f"| `{key}` | `{p.file}`: {p.arm} - {p.control}, {p.spec}, sign {p.sign:+d} | {p.mde:g} "
-                    f"({p.mde_reason}) | {p.pilot}: {p.pilot_sd:g} | {_seeds(list(p.seeds))} ({need}) | {checks} | "
+                    f"({p.mde_reason}) | {p.pilot}: {p.pilot_sd:g} | {_seeds_text(list(p.seeds))} ({need}) | {checks} | "
                     f"{written}, {commit[:7]} |")
     return "\n".join(rows)
