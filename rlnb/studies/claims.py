@@ -148,7 +148,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("The entropy thermostat keeps entropy up", "06", "thermostat rule checked step by step",
           Paired("entropy_collapse", "thermostat", "none", "final:entropy"), "thermostat"),
     Claim("Clip-higher slows entropy collapse", "05, 06, 10", "releases ratios in (1.2, 1.28] for A > 0 only",
-          Paired("entropy_mu4", "clip-higher", "none", "mean:entropy"), "clip_higher_entropy"),
+          Paired("entropy_mu4", "clip-higher", "none", "mean:entropy"), "clip_higher_entropy_third"),
     Claim("A small entropy bonus (0.01) keeps entropy up", "06", "loss = pg - 0.01 H, checked per step",
           Paired("entropy_mu4", "bonus 0.01", "none", "mean:entropy", also=("final:entropy",
                                                                             "change:eval/sampled/pass@8")), "bonus"),

@@ -19,6 +19,7 @@ _PASS = ("change:eval/sampled/pass@1", "change:eval/sampled/pass@8")
 THIRD_ATTEMPT = {  # the third attempts (rlnb.studies.third_attempt) and their numbers
     "entropy_third": ("start:entropy", "change:entropy", "final:entropy", "mean:clip_ratio/high_mean",
                       "mean:clip_ratio/region_mean", *_PASS),
+    "cliphigh_third": ("mean:entropy", "change:entropy", "mean:clip_ratio/high_mean", *_PASS),
     "maxrl_third": (*_PASS, "change:eval/sampled/pass@16", "final:entropy"),
     "dapo_third": (*_PASS, "mean:frac_reward_zero_std", "mean:completions/clipped_ratio",
                    "mean:completions/mean_length_wrong", "max:step"),

@@ -75,6 +75,15 @@ def studies() -> dict[str, dict]:
                   "DAPO's clip-higher (eps_high 0.28): on `add` no pilot setting made GRPO's upper clip fire on "
                   "1 % of tokens (0.3 % at 4 x 4 reuse, 0.2 % at lr 2e-4, 0.5 % at eps 0.1; docs/results/pilots), "
                   "on Countdown at 4 x 4 it fires on 1.8 % (entropy_mu4)."),
+        "cliphigh_third": dict(
+            claims=["clip-higher slows entropy collapse (on seeds 40+, outside entropy_third's, which piloted it)"],
+            arms={"none": {}, "clip-higher": {"eps_high": 0.28}},
+            setting=dict(task="countdown", num_iterations=4, num_mini_batches=4, lr=1e-4, steps=30, eval_every=0,
+                         eval_n=100, eval_sampled_n=64, eval_k=8),
+            primary="mean:entropy", control="none",
+            notes="entropy_third's setting, where entropy collapses and GRPO's upper clip fires on 1.8 % of tokens "
+                  "(so clip-higher has tokens to release), on seeds 40+: entropy_third's own seeds 10-15 were its "
+                  "pilot. The earlier 5-seed null (entropy_mu4) was measured before its plan."),
         "maxrl_third": dict(
             claims=["MaxRL keeps pass@k where GRPO trades it for pass@1", "recipes can be ranked by a ScaleRL fit"],
             arms={"grpo": {"recipe": "grpo"}, "maxrl": {"recipe": "maxrl"}},
