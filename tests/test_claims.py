@@ -87,3 +87,17 @@ def test_the_cheat_sheet_recommends_only_what_a_reproduced_row_supports():
         supported = row.split(" | ")[2]
         for knob in supported.split("; ") if supported != "-" else ():
             assert "*: reproduced" in knob, knob
+
+
+def test_a_chapters_verdict_is_short_with_the_whole_row_folded_and_an_unknown_plan_is_an_error():
+    text = claims.verdict_markdown("bonus", "thermostat")
+    for key in ("bonus", "thermostat"):
+        c = next(c for c in claims.CLAIMS if c.plan == key)
+        d = claims.describe(c)
+        short, line = d["short"], d["line"]
+        assert short.startswith(line.split(":", 1)[0])          # the same verdict words lead both
+        assert "docs/results/" not in short and len(short) < len(line)
+        assert f"*{c.text}*: {short}" in text and line in text   # the whole row is there, folded
+    assert text.count("<details>") == 2 == text.count("</details>")
+    with pytest.raises(KeyError, match="clip_higher_entropy'"):   # a renamed plan cannot drop a row silently
+        claims.verdict_markdown("clip_higher_entropy")

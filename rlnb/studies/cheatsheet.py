@@ -10,7 +10,7 @@ SYMPTOMS: tuple = (
      "(`frac_reward_zero_std`), reward spread within groups. Clipping does not stop collapse (the clip never fires "
      "at mu = 1)", [("fewer updates per batch (`num_iterations`, `num_mini_batches`)", "updates_collapse"),
                     ("`entropy_coef` 0.01 (bonus)", "bonus"), ("`entropy_target` (thermostat)", "thermostat"),
-                    ("`eps_high` 0.28 (clip-higher)", "clip_higher_entropy"), ("`temperature`", None)],
+                    ("`eps_high` 0.28 (clip-higher)", "clip_higher_entropy_third"), ("`temperature`", None)],
      "`06_kl_and_entropy`, `10_dapo`"),
     ("gradient norm noisy, loss jumps (`grad_norm`)", "group size and prompts per step: too few samples per baseline",
      [("`num_generations` (G), `prompts_per_step`", None), ("`max_grad_norm`", None)], "`03_advantages`"),

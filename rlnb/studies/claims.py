@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from rlnb.studies.results import load_result
 from rlnb.studies.scaling import seed_fits  # noqa: F401  (re-exported: notebooks call claims.seed_fits)
-from rlnb.studies.summary import Stat
+from rlnb.studies.summary import Stat, spec_label
 
 Z_POWER = 1.96 + 0.84  # two-sided 5 % test, 80 % power (normal approximation)
 
@@ -116,9 +116,28 @@ def describe(claim: Claim, root=None) -> dict:
     for spec in getattr(ev, "also", ()):  # what the effect cost, on the shipped runs
         a = Paired(ev.file, ev.arm, ev.control, spec).stat(root)[0]
         lo, hi = a.ci95()
-        out["line"] += f"; also {spec} {a.mean:+.3f} [{lo:+.3f}, {hi:+.3f}] ({ev.file})"
+        also = f"; also {spec} {a.mean:+.3f} [{lo:+.3f}, {hi:+.3f}] ({ev.file})"
+        out["line"] += also
+        out["short"] += f"; also {spec_label(spec)} {a.mean:+.3f} [{lo:+.3f}, {hi:+.3f}]"
     out["source"] = f"docs/results/{(ev or out['plan']).file}.json.gz"
     return out
+
+
+def verdict_markdown(*plans: str, root=None) -> str:
+    """The claims whose plans are ``plans`` (keys of docs/results/plans.json), each as its verdict in one short
+    line with the whole row folded beneath it: what a chapter prints. An unknown key is an error, so a renamed
+    plan cannot silently drop a verdict from a chapter."""
+    by_plan = {c.plan: c for c in CLAIMS if c.plan}
+    unknown = [p for p in plans if p not in by_plan]
+    if unknown or not plans:
+        raise KeyError(f"plans: expected keys of claims with a plan, got {unknown or 'none'}; known: "
+                       f"{sorted(by_plan)}")
+    out = []
+    for p in plans:
+        d = describe(by_plan[p], root)
+        out.append(f"- *{by_plan[p].text}*: {d['short']}\n\n  <details><summary>the whole row: comparison, "
+                   f"plan, every attempt</summary>\n\n  {d['line']}\n\n  </details>\n")
+    return "\n".join(out)
 
 
 _DAPO = "dapo_one_at_a_time"

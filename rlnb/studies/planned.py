@@ -19,7 +19,7 @@ from rlnb.studies.decide import (
     seeds_for_power,
 )
 from rlnb.studies.results import StudyResult, load_result
-from rlnb.studies.summary import Stat
+from rlnb.studies.summary import Stat, spec_label
 
 _PCT = dict(percent=True)
 _HIGH = Check("mean:clip_ratio/high_mean", "control", ">=", 0.01, "tokens GRPO clips high (ratio > 1 + eps_high, A > 0)",
@@ -181,34 +181,52 @@ def plan_for(key: str, root=None):
     return plans[key]
 
 
+def _words(spec: str) -> str:
+    if spec.startswith("asymptote:"):
+        return f"fitted asymptote of {spec_label('final:' + spec.split(':', 1)[1]).rsplit(',', 1)[0]}"
+    return spec_label(spec)
+
+
+def _progress(plan: Plan, root=None) -> tuple[int, int]:
+    """(runs done, runs planned) of the plan's own study: its two arms on its seeds."""
+    try:
+        have = {(r.arm, r.seed) for r in load_result(plan.file, root=root).runs}
+    except FileNotFoundError:
+        have = set()
+    want = [(a, s) for a in (plan.arm, plan.control) if a for s in plan.seeds]
+    return sum(w in have for w in want), len(want)
+
+
 def row(key: str, shipped, root=None) -> dict:
     """One claim's verdict: ``shipped`` (a (file, arm, control) measured before its plan, or None) and the plan's
-    own study; the third attempt decides once every planned run is done, the shipped data until then."""
+    own study; the third attempt decides once every planned run is done, the shipped data until then.
+    ``line`` is the whole row (the README's), ``short`` the verdict, its numbers, MDE and seeds alone."""
     plan, written, _ = plan_for(key, root)
     what = f"{plan.arm} - {plan.control}, {plan.spec}, MDE {plan.mde:g} ({plan.mde_reason})"
     parts, verdict = [], None
-    if plan.file != (shipped or (None,))[0]:
-        try:
-            dec, label = judge(plan, plan.file, plan.arm, plan.control, written, root)
-            res = load_result(plan.file, root=root)
-            have = {(r.arm, r.seed) for r in res.runs}
-            complete = all((a, s) in have for a in (plan.arm, plan.control) for s in plan.seeds)
-            parts.append(f"third attempt ({plan.arm} - {plan.control}; plan: {len(plan.seeds)} seeds, "
-                         f"{plan.seeds[0]}-{plan.seeds[-1]}): {'' if complete else 'interim, '}{dec.line} ({label})")
-            verdict = (dec, label) if complete else None
-        except FileNotFoundError:
-            parts.append(f"third attempt {plan.file}: 0 of {len(plan.seeds)} seeds run (plan: seeds "
-                         f"{plan.seeds[0]}-{plan.seeds[-1]})")
+    done, total = _progress(plan, root)
+    third = plan.file != (shipped or (None,))[0]
+    if third and done:
+        dec, label = judge(plan, plan.file, plan.arm, plan.control, written, root)
+        parts.append(f"third attempt ({plan.arm} - {plan.control}; plan: {len(plan.seeds)} seeds, "
+                     f"{plan.seeds[0]}-{plan.seeds[-1]}): {'' if done == total else 'interim, '}{dec.line} ({label})")
+        verdict = (dec, label) if done == total else None
+    elif third:
+        parts.append(f"third attempt {plan.file}: 0 of {len(plan.seeds)} seeds run (plan: seeds "
+                     f"{plan.seeds[0]}-{plan.seeds[-1]})")
     if shipped is not None and verdict is None:
         verdict = judge(plan, *shipped, written, root)
         what = f"{shipped[1]} - {shipped[2]}" + what[what.index(","):]  # the shipped file's own arm names
     elif shipped is not None:
         dec, label = judge(plan, *shipped, written, root)
         parts.insert(0, f"earlier: {dec.line} ({label})")
+    under_way = f"third attempt under way: {done} of {total} runs" if third and done < total else ""
     if verdict is None:
         return {"verdict": "not measured", "line": f"**not measured yet**: {what}; " + "; ".join(parts),
-                "plan": plan}
+                "short": f"**not measured yet** ({under_way})", "plan": plan}
     dec, label = verdict
     line = f"**{dec.head}**: {dec.nums}; {what}; {label}"
+    short = (f"**{dec.head}**: {what.split(',', 1)[0]}, {_words(plan.spec)}: {dec.nums}; MDE {plan.mde:g}; "
+             f"{label.rsplit('; ', 1)[0]}")
     return {"verdict": dec.verdict, "stat": dec.stat, "ci": dec.ci, "plan": plan,
-            "line": "; ".join([line, *parts])}
+            "line": "; ".join([line, *parts]), "short": short + (f"; {under_way}" if under_way else "")}
