@@ -102,6 +102,19 @@ def test_the_second_attempt_queue_saves_a_study_result_and_keeps_its_settings(tm
     assert "from rlnb.studies.claim_cli import main" in (ROOT / "scripts" / "claim_studies.py").read_text()
 
 
+def test_a_resumed_queue_keeps_runs_whose_setting_has_a_float_the_file_rounds(tmp_path):
+    from rlnb.studies import StudyResult, second_attempt as sa
+    from rlnb.studies.results import RunResult
+
+    spec = {"setting": {"task": "add", "tokens": 100000, "eval_every": 100000 / 6}, "arms": {"grpo": {"lr": 1 / 3}},
+            "claims": [], "primary": "", "control": "", "notes": ""}
+    sa.save("s", spec, [RunResult("grpo", 10, [{"step": 1}])], 2, (10,), tmp_path)
+    assert StudyResult.from_json(tmp_path / "s.json.gz").config["eval_every"] != 100000 / 6   # saved rounded
+    assert set(sa.done_runs("s", spec, tmp_path)) == {("grpo", 10)}        # still the same setting: kept on resume
+    other = {**spec, "setting": {**spec["setting"], "eval_every": 100000 / 7}}
+    assert sa.done_runs("s", other, tmp_path) == {}                         # a different setting is retrained
+
+
 def test_the_recipe_race_table_reads_the_shipped_race(tmp_path, capsys):
     from rlnb.studies import StudyResult, race
 

@@ -110,7 +110,7 @@ class StudyResult:
         """The config and every run as JSON (written to ``path`` if given, gzipped if it ends in ``.gz``);
         ``digits`` rounds floats."""
         data = {"config": self.config, "runs": [asdict(r) for r in self.runs]}
-        text = json.dumps(_round(data, digits) if digits is not None else data)
+        text = json.dumps(round_floats(data, digits) if digits is not None else data)
         if path is not None:
             if str(path).endswith(".gz"):
                 with gzip.open(path, "wt", encoding="utf-8") as f:
@@ -155,13 +155,18 @@ class StudyResult:
         return f"StudyResult({self.config.get('name')!r}, arms={self.arms}, seeds={self.seeds})"
 
 
-def _round(obj, digits: int):
+def round_floats(obj, digits: int):
+    """``obj`` with every float rounded to ``digits`` decimals, as ``to_json(digits=...)`` saves it.
+
+    >>> round_floats({"eval_every": 100000 / 6, "arms": (0.123456789, 3)}, 5)
+    {'eval_every': 16666.66667, 'arms': [0.12346, 3]}
+    """
     if isinstance(obj, float):
         return round(obj, digits)
     if isinstance(obj, dict):
-        return {k: _round(v, digits) for k, v in obj.items()}
+        return {k: round_floats(v, digits) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_round(v, digits) for v in obj]
+        return [round_floats(v, digits) for v in obj]
     return obj
 
 

@@ -46,7 +46,7 @@ from pathlib import Path
 
 import torch
 
-from rlnb.studies.results import StudyResult, results_dir
+from rlnb.studies.results import StudyResult, results_dir, round_floats
 from rlnb.studies.runner import run_one
 
 SEEDS = (0, 1, 2, 3, 4)
@@ -99,6 +99,9 @@ STUDIES: dict[str, dict] = {
 RULE = __doc__.split("Decision rule for every\nclaim: ")[1].split("\n\n")[0].replace("\n", " ")
 
 
+DIGITS = 5  # decimals the results files keep
+
+
 def save(name: str, spec: dict, runs: list, total: int, seeds, out: Path) -> Path:
     config = {"name": name, "date": time.strftime("%Y-%m-%d %H:%M"), **spec["setting"], "seeds": list(seeds),
               "arms": spec["arms"], "claims": spec["claims"], "primary": spec["primary"], "control": spec["control"],
@@ -107,7 +110,7 @@ def save(name: str, spec: dict, runs: list, total: int, seeds, out: Path) -> Pat
               "window": max(1, (spec["setting"].get("steps") or 0) // 10), "torch_threads": torch.get_num_threads(),
               "script": "scripts/claim_studies.py"}
     path = out / f"{name}.json.gz"
-    StudyResult(runs, config).to_json(path, digits=5)
+    StudyResult(runs, config).to_json(path, digits=DIGITS)
     return path
 
 
@@ -134,7 +137,8 @@ def done_runs(name: str, spec: dict, out: Path) -> dict:
     if not path.is_file():
         return {}
     old = StudyResult.from_json(path)
-    plain = json.loads(json.dumps({"setting": spec["setting"], "arms": spec["arms"]}))
+    # as saved: floats rounded (credit_third's eval_every, tokens / 6, never matched unrounded: every resume retrained)
+    plain = json.loads(json.dumps(round_floats({"setting": spec["setting"], "arms": spec["arms"]}, DIGITS)))
     same = all(old.config.get(k) == v for k, v in plain["setting"].items()) and old.config.get("arms") == plain["arms"]
     return {(r.arm, r.seed): r for r in old.runs} if same else {}
 
