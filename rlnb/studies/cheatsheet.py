@@ -76,7 +76,7 @@ def table_markdown(root=None) -> str:
                 continue
             text, d = verdicts[key]
             head = d["line"].split("**")[1] if "**" in d["line"] else d["verdict"]
-            cost = "".join(f" ({part.split(' (')[0]})" for part in d["line"].split("; ") if part.startswith("also "))
+            cost = "".join(f" (also {words})" for words in d.get("also", ()))  # what the effect cost
             (yes if d["verdict"] == "reproduced" else no).append(f"{knob}: *{text}*: {head}{cost}")
         rows.append(f"| {symptom} | {first} | {'; '.join(yes) or '-'} | {'; '.join(no) or '-'} | {notebooks} |")
     return "\n".join(rows)

@@ -116,9 +116,10 @@ def describe(claim: Claim, root=None) -> dict:
     for spec in getattr(ev, "also", ()):  # what the effect cost, on the shipped runs
         a = Paired(ev.file, ev.arm, ev.control, spec).stat(root)[0]
         lo, hi = a.ci95()
-        also = f"; also {spec} {a.mean:+.3f} [{lo:+.3f}, {hi:+.3f}] ({ev.file})"
-        out["line"] += also
-        out["short"] += f"; also {spec_label(spec)} {a.mean:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+        out["line"] += f"; also {spec} {a.mean:+.3f} [{lo:+.3f}, {hi:+.3f}] ({ev.file})"
+        words = f"{spec_label(spec)} {a.mean:+.3f} [95 % CI {lo:+.3f}, {hi:+.3f}]"
+        out["short"] += f"; also {words}"
+        out.setdefault("also", []).append(words)
     out["source"] = f"docs/results/{(ev or out['plan']).file}.json.gz"
     return out
 
