@@ -4,8 +4,10 @@ docs/scaling_up.md's table of the three exits.
     python scripts/regen_tables.py
 
 The recipe and knob tables come from the declarations (``rlnb.recipes``, ``rlnb.Recipe``'s knobs), the claims
-table from the results files (``rlnb.studies.claims``); tests/test_knobs.py, tests/test_recipes.py,
-tests/test_claims.py and tests/test_export_verl_launch.py fail when a committed table differs from what this writes.
+table from the results files (``rlnb.studies.claims``), the numbers against TRL from the benchmark's raw output
+(``rlnb.bench.vs_trl_readme``); tests/test_knobs.py, tests/test_recipes.py, tests/test_claims.py,
+tests/test_bench_readme.py and tests/test_export_verl_launch.py fail when a committed table differs from what this
+writes.
 """
 
 import re
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import rlnb
 from rlnb.algos.resolve import knob_table_markdown
+from rlnb.bench.vs_trl_readme import block_markdown
 from rlnb.export.exits import exits_table
 from rlnb.studies import cheatsheet, claims, docs_tables
 
@@ -30,6 +33,7 @@ def fill(path: Path, marker: str, table: str) -> None:
 if __name__ == "__main__":
     fill(ROOT / "README.md", "recipes", rlnb.recipes.table_markdown())
     fill(ROOT / "README.md", "claims", claims.table_markdown())
+    fill(ROOT / "README.md", "bench", block_markdown(ROOT / "docs" / "bench_vs_trl.txt"))
     fill(ROOT / "docs" / "studies.md", "verdicts", docs_tables.verdicts_markdown())
     fill(ROOT / "docs" / "studies.md", "plans", docs_tables.plans_markdown())
     fill(ROOT / "docs" / "studies.md", "second-attempt", docs_tables.studies_markdown().rstrip("\n"))
@@ -38,5 +42,5 @@ if __name__ == "__main__":
     fill(ROOT / "docs" / "cheatsheet.md", "cheatsheet", cheatsheet.table_markdown())
     fill(ROOT / "docs" / "knobs.md", "knobs", knob_table_markdown(rlnb.Recipe))
     fill(ROOT / "docs" / "scaling_up.md", "exits", exits_table())
-    print("wrote README.md (recipes, claims), docs/knobs.md (knobs), docs/studies.md (verdicts, plans, second and "
+    print("wrote README.md (recipes, claims, bench), docs/knobs.md (knobs), docs/studies.md (verdicts, plans, second and "
           "third attempts), docs/cheatsheet.md and docs/scaling_up.md (exits)")

@@ -1,0 +1,51 @@
+"""The README's numbers against TRL are generated from the benchmark's raw output (docs/bench_vs_trl.txt): a stale
+README fails here (run ``python scripts/regen_tables.py``), and the parser reads what the benchmark prints."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from rlnb.bench.vs_trl_readme import block_markdown, parse
+
+ROOT = Path(__file__).resolve().parents[1]
+SECTION = """== seed {seed}
+ 08:13:22 up  6:24,  0 user,  load average: 0.32, 0.56, {load}
+CPU: AMD EPYC 9R14; torch 2.13.0
+settings: GRPO, P=16 x G=8, max_new_tokens=32, one update per batch, CPU threads=2, 3 timed steps each (+1 warm-up), interleaved; wall 5 s
+TRL   s/step median 0.600   per stage (medians): generate 0.200  reward 0.001  rollout_other 0.005  loss_forward 0.150  backward_optim 0.240
+rlnb  s/step median 0.300   per stage (medians): generate 0.100  sample_other 0.006  reward 0.002  advantage 0.000  update_forward 0.080  update_other 0.110
+paired ratio TRL s/step / rlnb s/step: median {ratio} (quartiles 1.90-2.10); ratio of medians 2.00
+fp32 matmul (5248x128 @ 128x512): median 190.0 GFLOP/s over the run (quartiles 183.0-199.1); utilisation TRL 0.29, rlnb 0.61
+per stage, measured median seconds vs the seconds its FLOPs take at that matmul rate (...):
+padding efficiency (real tokens / positions the training forward computes, median): TRL 0.81, rlnb 0.96
+training-forward positions per step (median): TRL 5248, rlnb 3192 (rlnb's batch holds 4210 prompt and completion tokens; each prompt is computed once)
+greedy pass@1 on 200 held-out prompts: start 0.200, after 4 steps TRL {trl}, rlnb 0.300
+"""
+
+
+def test_the_readme_block_is_generated_from_the_raw_output():
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"<!-- bench:start -->\n(.*?)\n<!-- bench:end -->", text, re.S)
+    assert block, "README.md: no bench markers"
+    assert block.group(1) == block_markdown(ROOT / "docs" / "bench_vs_trl.txt"), \
+        "README's numbers against TRL are stale: python scripts/regen_tables.py"
+
+
+def test_the_parser_reads_every_number_the_block_prints(tmp_path):
+    raw = tmp_path / "raw.txt"
+    raw.write_text(SECTION.format(seed=0, load=1.5, ratio=2.00, trl=0.350)
+                   + SECTION.format(seed=1, load=2.5, ratio=1.80, trl=0.250))
+    runs = parse(raw.read_text())
+    assert [r["seed"] for r in runs] == [0, 1] and runs[0]["cpu"] == "AMD EPYC 9R14"
+    assert runs[0]["trl"]["total"] == 0.6 and runs[0]["rlnb"]["update_other"] == 0.11
+    assert runs[1]["ratio"] == 1.8 and runs[0]["util"] == (0.29, 0.61) and runs[0]["pass1"] == (0.2, 4, 0.35, 0.3)
+    md = block_markdown(raw)
+    assert "2.00 (seed 0), 1.80 (seed 1)" in md and "load average 0.3-2.5" in md and "AMD EPYC 9R14" in md
+    assert "| rlnb | 0.300 | 0.100 | 0.002 | 0.080 | 0.110 | 0.61 | 0.96 | 3192 | 0.300 |" in md
+    assert "+0.000 [95 % CI -0.635, +0.635]" in md and "includes 0" in md   # differences 0.05, -0.05: t 12.71 x 0.05
+
+
+def test_a_file_without_seed_sections_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="== seed S"):
+        parse("settings: nothing measured\n")
