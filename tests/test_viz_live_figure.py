@@ -43,11 +43,13 @@ def test_the_view_holds_the_whole_figure_and_its_version():
 
 def test_updates_inside_the_interval_are_coalesced_into_the_newest():
     clock = Clock()
-    live = LiveFigure(line(1), backend="widget", max_fps=4, clock=clock, caption=HTML())
+    # a 10 s interval: the real timer thread behind the fake clock must not fire while ten updates are built on a
+    # busy machine (at 0.25 s it did, once: the test then saw a send the interval had not yet allowed)
+    live = LiveFigure(line(1), backend="widget", max_fps=0.1, clock=clock, caption=HTML())
     for n in range(2, 12):                                   # 10 updates within one interval
         live.update(line(n), caption=f"<code>{n}</code>")
     assert live.view.version == 1 and live.pending           # none sent yet: the first send was at t=100
-    clock.t += 0.25
+    clock.t += 10
     live.flush()
     assert live.view.version == 2 and not live.pending        # one send for the ten
     assert len(shown(live)["data"][0]["x"]) == 11 and live.caption.value == "<code>11</code>"
