@@ -108,6 +108,7 @@ METRIC_LABELS = {
     "grad_norm": "gradient norm", "rewards/loophole/mean": "paid via the loophole (share)",
     "rewards/correct/mean": "truly correct (share)",
     "rewards/format/mean": "paid for the format (share)", "groups_with_signal": "groups with signal",
+    "eval/kl_to_init": "exact KL to the starting model (nats per token, last batch)",
     "gen_rounds": "sampling rounds", "frac_reward_zero_std_sampled": "sampled groups with no signal (share)", "loss": "loss", "pg_loss": "policy loss", "learning_rate": "learning rate",
     "sampling/sampling_logp_difference/mean": "|log pi_old - log mu| (mean per token)",
     "sampling/sampling_logp_difference/max": "|log pi_old - log mu| (max)",
