@@ -113,10 +113,13 @@ def describe(claim: Claim, root=None) -> dict:
         out = row(claim.plan, shipped, root)
     except FileNotFoundError as e:
         return {"verdict": "not measured", "line": f"not measured yet ({e})", "source": "missing"}
-    for spec in getattr(ev, "also", ()):  # what the effect cost, on the shipped runs
-        a = Paired(ev.file, ev.arm, ev.control, spec).stat(root)[0]
+    for spec in getattr(ev, "also", ()):  # what the effect cost, on the runs that decided the verdict
+        file, arm, control = out.get("decided_by") or (ev.file, ev.arm, ev.control)
+        a = Paired(file, arm, control, spec).stat(root)[0]
         lo, hi = a.ci95()
-        out["line"] += f"; also {spec} {a.mean:+.3f} [{lo:+.3f}, {hi:+.3f}] ({ev.file})"
+        if a.n < 2:  # a file that does not measure it
+            continue
+        out["line"] += f"; also {spec} {a.mean:+.3f} [{lo:+.3f}, {hi:+.3f}] ({file})"
         words = f"{spec_label(spec)} {a.mean:+.3f} [95 % CI {lo:+.3f}, {hi:+.3f}]"
         out["short"] += f"; also {words}"
         out.setdefault("also", []).append(words)
@@ -166,7 +169,8 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("Several updates per batch collapse entropy", "06", "thermostat rule checked step by step",
           None, "updates_collapse"),
     Claim("The entropy thermostat keeps entropy up", "06", "thermostat rule checked step by step",
-          Paired("entropy_collapse", "thermostat", "none", "final:entropy"), "thermostat"),
+          Paired("entropy_collapse", "thermostat", "none", "final:entropy",
+                 also=("change:eval/sampled/pass@1", "change:eval/sampled/pass@8")), "thermostat"),
     Claim("Clip-higher slows entropy collapse", "05, 06, 10", "releases ratios in (1.2, 1.28] for A > 0 only",
           Paired("entropy_mu4", "clip-higher", "none", "mean:entropy"), "clip_higher_entropy_third"),
     Claim("A small entropy bonus (0.01) keeps entropy up", "06", "loss = pg - 0.01 H, checked per step",

@@ -214,6 +214,7 @@ def row(key: str, shipped, root=None) -> dict:
     elif third:
         parts.append(f"third attempt {plan.file}: 0 of {len(plan.seeds)} seeds run (plan: seeds "
                      f"{plan.seeds[0]}-{plan.seeds[-1]})")
+    decided_by = (plan.file, plan.arm, plan.control) if verdict is not None else shipped
     if shipped is not None and verdict is None:
         verdict = judge(plan, *shipped, written, root)
         what = f"{shipped[1]} - {shipped[2]}" + what[what.index(","):]  # the shipped file's own arm names
@@ -228,5 +229,5 @@ def row(key: str, shipped, root=None) -> dict:
     line = f"**{dec.head}**: {dec.nums}; {what}; {label}"
     short = (f"**{dec.head}**: {what.split(',', 1)[0]}, {_words(plan.spec)}: {dec.nums}; MDE {plan.mde:g}; "
              f"{label.rsplit('; ', 1)[0]}")
-    return {"verdict": dec.verdict, "stat": dec.stat, "ci": dec.ci, "plan": plan,
+    return {"verdict": dec.verdict, "stat": dec.stat, "ci": dec.ci, "plan": plan, "decided_by": decided_by,
             "line": "; ".join([line, *parts]), "short": short + (f"; {under_way}" if under_way else "")}
