@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from rlnb.studies.results import load_result
+from rlnb.studies.results import StudyResult, load_result
 from rlnb.studies.scaling import seed_fits  # noqa: F401  (re-exported: notebooks call claims.seed_fits)
 from rlnb.studies.summary import Stat, spec_label
 
@@ -115,7 +115,10 @@ def describe(claim: Claim, root=None) -> dict:
         return {"verdict": "not measured", "line": f"not measured yet ({e})", "source": "missing"}
     for spec in getattr(ev, "also", ()):  # what the effect cost, on the runs that decided the verdict
         file, arm, control = out.get("decided_by") or (ev.file, ev.arm, ev.control)
-        a = Paired(file, arm, control, spec).stat(root)[0]
+        res = load_result(file, root=root)
+        if file == out["plan"].file:  # the plan's own study: the seeds it fixed, as its verdict
+            res = StudyResult([r for r in res.runs if r.seed in out["plan"].seeds], res.config)
+        a = res.diff(arm, control, spec)
         lo, hi = a.ci95()
         if a.n < 2:  # a file that does not measure it
             continue

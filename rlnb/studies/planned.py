@@ -144,13 +144,14 @@ def judge(plan: Plan, file: str, arm: str, control: str | None, written: str, ro
     res = load_result(file, root=root)
     if file == plan.file:  # the plan's own study: the seeds it fixed, no others
         res = StudyResult([r for r in res.runs if r.seed in plan.seeds], res.config)
-    failed = []
+    failed, fits = [], ""
     if plan.kind == "asymptote":
         d, why = asymptote_diffs(res, arm, control, plan.spec.split(":", 1)[1])
         points = min(len(r.evals) for r in res.runs)
         paired = len({r.seed for r in res.runs if r.arm == arm} & {r.seed for r in res.runs if r.arm == control})
         if points < 8 or (d.n < MIN_SEEDS and paired >= MIN_SEEDS):  # too few points, or too many fits left out
             failed.append(f"{why} (needs >= 8 points and >= {MIN_SEEDS} seeds with both fits determined)")
+        fits = f" with both fits determined, of {paired} ({why})"  # the seeds left out, and why
     elif not {arm, control} <= set(res.arms):  # a queue that has not reached both arms yet
         d = Stat(())
     else:
@@ -170,7 +171,7 @@ def judge(plan: Plan, file: str, arm: str, control: str | None, written: str, ro
     if dec.verdict == "not measured":  # fewer than two pairs yet: no interval, only progress
         return Decision("not measured", "not measured yet", d, head="not measured yet", nums="no interval yet"), \
             f"{status.split(' (')[0] or '0 runs'} done; {where}"
-    label = f"{d.n} seeds{few}{power}{done}{after}; {where}"
+    label = f"{d.n} seeds{fits if not failed else ''}{few}{power}{done}{after}; {where}"
     return dec, label
 
 
