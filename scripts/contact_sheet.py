@@ -64,6 +64,10 @@ def sheet(page, shots: list[Path], title: str, out: Path) -> None:
 def main(args: list[str]) -> int:
     from playwright.sync_api import sync_playwright
 
+    unknown = [a for a in args if a.startswith("-") and a not in ("--saved", "--smoke")]
+    if unknown:  # --help included: print the usage, never start a run of every notebook
+        print(__doc__, file=sys.stderr if set(unknown) - {"-h", "--help"} else sys.stdout)
+        return 0 if set(unknown) <= {"-h", "--help"} else 2
     mode = next((a for a in args if a in ("--saved", "--smoke")), "--full")
     names = [a for a in args if not a.startswith("--")]
     src = ROOT / "test-artifacts" / "executed" if mode == "--saved" else ROOT / "notebooks"
