@@ -20,7 +20,10 @@ def test_each_precision_builds_rlnb_and_trl_alike():
         assert trl.args.bf16 is trl_bf16 and next(trl.model.parameters()).dtype == torch.float32
 
 
-def test_a_bf16_run_prints_its_precision_and_trl_ran_under_autocast(capsys):
+def test_a_bf16_run_prints_its_precision_and_trl_ran_under_autocast(capsys, monkeypatch):
+    from rlnb.stages import sample as sample_mod
+
+    monkeypatch.setattr(sample_mod, "sample", sample_mod.sample)  # main wraps it with a timer: put it back after
     vs_trl.main(["--steps", "1", "--warmup", "0", "--eval", "0", "--precision", "bf16"])
     out = capsys.readouterr().out
     assert "precision bf16 (both sides)" in out and "bf16 matmul (" in out
