@@ -164,8 +164,9 @@ def test_the_sampler_decodes_through_the_lean_loop(monkeypatch):
 
 
 def test_a_wrapped_forward_or_a_hook_sends_the_model_to_the_reference(default):
-    """rlnb's autocast option replaces the model's forward on the instance; a hook on a layer would be skipped by
-    the lean loop (it calls the layer's parts, not the layer): both take the reference, which calls them."""
+    """A forward replaced on the instance (other than rlnb's autocast option, which the lean loop runs under: see
+    tests/test_mixed_precision.py); a hook on a layer would be skipped by the lean loop (it calls the layer's
+    parts, not the layer): both take the reference, which calls them."""
     import types
 
     model, _ = default

@@ -2,6 +2,12 @@
 
     python scripts/bench_vs_trl.py                       # 150 steps each, CPU, 2 threads
     python scripts/bench_vs_trl.py --steps 6 --eval 50   # a quick look
+    python scripts/bench_vs_trl.py --precision bf16      # mixed precision on both sides
+
+``--precision bf16``: both sides in mixed precision (fp32 weights, gradients and AdamW state; the forward under bf16
+autocast): rlnb through its ``autocast="bf16"`` model option (``rlnb.models.precision``), TRL through ``bf16=True``,
+on a CPU accelerate's ``torch.autocast`` around the model's forward (the run prints which of TRL's forwards it saw
+under autocast). rlnb's token log-softmax and loss stay fp32. Fair: the same precision on both sides.
 
 Both sides start from the embedded default model, see the same prompts in the same order (TRL reads the
 pool in the order rlnb draws it), score with the same verifier and take one optimizer step per batch of
@@ -10,8 +16,8 @@ to ``on_step_end``) and then runs and times one rlnb step, so the two alternate 
 the machine has at that moment; the ratio of each pair (TRL s / rlnb s) is the number to read.
 
 Utilisation: the model FLOPs a step needs (one sampling pass over prompt and completion, one training
-forward and backward; a recomputed forward counts as waste) divided by its seconds, over what a plain fp32
-matmul of the training forward's MLP shape reaches on the same cores in the same run.
+forward and backward; a recomputed forward counts as waste) divided by its seconds, over what a plain matmul
+of the training forward's MLP shape at the run's precision (fp32 or bf16) reaches on the same cores in the run.
 
 Per stage, the measured median seconds are printed next to the seconds the stage's FLOPs take at that matmul
 rate (generation one forward over prompt and completion tokens, the training forward one, backward + optimizer
@@ -39,6 +45,8 @@ import torch
 
 import rlnb
 from rlnb.export import to_trl
+from rlnb.models import DEFAULT_DIR
+from rlnb.models.precision import enable_autocast
 from rlnb.models.shared_prompt import plan
 from rlnb.run.evaluate import evaluate
 from rlnb.stages import sample as sample_mod
@@ -112,9 +120,9 @@ def cpu_model() -> str:
         return platform.processor() or "unknown"
 
 
-def matmul_flops_per_s(M: int, K: int, N: int, reps: int = 30) -> float:
-    """Median FLOP/s of an fp32 (M, K) x (K, N) matmul on this process's threads."""
-    a, b = torch.randn(M, K), torch.randn(K, N)
+def matmul_flops_per_s(M: int, K: int, N: int, reps: int = 30, dtype: torch.dtype = torch.float32) -> float:
+    """Median FLOP/s of a (M, K) x (K, N) matmul in ``dtype`` on this process's threads."""
+    a, b = torch.randn(M, K, dtype=dtype), torch.randn(K, N, dtype=dtype)
     for _ in range(3):
         a @ b
     times = []
@@ -125,6 +133,25 @@ def matmul_flops_per_s(M: int, K: int, N: int, reps: int = 30) -> float:
     return 2 * M * K * N / statistics.median(times)
 
 
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}  # --precision -> the dtype the matmuls run in
+
+
+def rlnb_trainer(precision: str, seed: int) -> rlnb.Trainer:
+    """rlnb's side: the embedded default by path (without ``autocast`` the same trainer as ``Trainer.tiny``),
+    in mixed precision for bf16."""
+    return rlnb.Trainer.from_pretrained(DEFAULT_DIR, "add", "grpo", seed=seed, device="cpu",
+                                        autocast=None if precision == "fp32" else precision)
+
+
+def autocast_probe(model) -> set:
+    """Watch ``model``'s first decoder layer: the returned set fills with (grad enabled, autocast enabled) per call,
+    so the benchmark can say whether generation (no grad) and the training forward (grad) ran under autocast."""
+    seen = set()
+    layer = model.get_decoder().layers[0]
+    layer.register_forward_pre_hook(lambda *a: seen.add((torch.is_grad_enabled(), torch.is_autocast_enabled("cpu"))))
+    return seen
+
+
 def build_trl(trainer: rlnb.Trainer, args, on_step):
     """A TRL GRPOTrainer on its own copy of the default model, reading rlnb's prompts in rlnb's order."""
     from transformers import TrainerCallback
@@ -133,7 +160,8 @@ def build_trl(trainer: rlnb.Trainer, args, on_step):
     order = trainer.prompts.perm(0)[: (args.steps + args.warmup) * P].tolist()
     exp = to_trl(trainer.recipe, trl_args=dict(gradient_checkpointing=False, use_cpu=True, shuffle_dataset=False,
                                                max_steps=args.steps + args.warmup, disable_tqdm=True,
-                                               logging_steps=10_000, dataloader_num_workers=0),
+                                               logging_steps=10_000, dataloader_num_workers=0,
+                                               bf16=args.precision == "bf16"),  # on a CPU: accelerate's autocast
                  output_dir="/tmp/rlnb-bench-trl", seed=args.seed)
 
     class Interleave(TrainerCallback):
@@ -143,7 +171,7 @@ def build_trl(trainer: rlnb.Trainer, args, on_step):
         def on_step_end(self, *a, **k):
             on_step(time.perf_counter() - self.t0)
 
-    model, tok = rlnb.load_default()
+    model, tok = rlnb.load_default()                                      # fp32 weights, as rlnb's
     return exp.trainer(model, tok, train_dataset=trainer.pool.select(order), callbacks=[Interleave()])
 
 
@@ -160,12 +188,15 @@ def main(argv=None) -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--eval", type=int, default=200, help="held-out prompts for greedy pass@1 (0: skip)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--precision", choices=sorted(PRECISIONS), default="fp32", help="both sides: fp32, or bf16 mixed "
+                   "precision (fp32 weights, forward under bf16 autocast)")
     p.add_argument("--profile", metavar="PATH", help="after the run, write torch.profiler's table of a few rlnb "
                    "updates (forward, loss, backward, optimizer) to PATH (e.g. docs/bench_vs_trl_profile.txt)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
-    ours = rlnb.Trainer.tiny("grpo", seed=args.seed)
+    ours = rlnb_trainer(args.precision, args.seed)
+    dtype = PRECISIONS[args.precision]
     cfg = ours.model.config
     A, B = Stages(), Stages()                                             # A: TRL, B: rlnb
     flops, fwd = {"trl": [], "rlnb": []}, {"trl": [], "rlnb": []}       # per step: the step's, one forward's
@@ -193,11 +224,13 @@ def main(argv=None) -> None:
         positions["rlnb"].append(ours_plan["computed"])
         positions["tokens"].append(pt + ct)
         m = rec.metrics
-        mm.append(matmul_flops_per_s(max(shapes["M"], 256), cfg.hidden_size, cfg.intermediate_size, reps=5))
+        mm.append(matmul_flops_per_s(max(shapes["M"], 256), cfg.hidden_size, cfg.intermediate_size, reps=5,
+                                     dtype=dtype))
         B.close(dt, sample=m["timing/sample_s"], reward=m["timing/reward_s"], advantage=m["timing/advantage_s"],
                 update=m["timing/update_s"])
 
     trl = build_trl(ours, args, rlnb_step)
+    trl_autocast = autocast_probe(trl.model)
 
     def count_tokens(inputs, prompts, completions, completion_ids_list):
         A.now["completion_tokens"] = float(sum(len(c) for c in completion_ids_list))
@@ -232,6 +265,7 @@ def main(argv=None) -> None:
     print(f"CPU: {cpu_model()}; torch {torch.__version__}")
     print(f"settings: GRPO, P={ours.recipe.prompts_per_step} x G={ours.recipe.num_generations}, "
           f"max_new_tokens={ours.recipe.max_new_tokens}, one update per batch, CPU threads={args.threads}, "
+          f"precision {args.precision} (both sides), "
           f"{len(ta)} timed steps each (+{w} warm-up), interleaved; wall {t_run:.0f} s")
     print(summary("TRL", ta, ["generate", "reward", "rollout_other", "loss_forward", "backward_optim"]))
     print(summary("rlnb", tb, ["generate", "sample_other", "reward", "advantage", "update_forward", "update_other"]))
@@ -239,7 +273,10 @@ def main(argv=None) -> None:
     print(f"paired ratio TRL s/step / rlnb s/step: median {statistics.median(ratios):.2f} "
           f"(quartiles {q[0]:.2f}-{q[-1]:.2f}); ratio of medians "
           f"{statistics.median(a['total'] for a in ta) / statistics.median(b['total'] for b in tb):.2f}")
-    print(f"fp32 matmul ({shapes.get('M', 4096)}x{cfg.hidden_size} @ {cfg.hidden_size}x{cfg.intermediate_size}): "
+    print(f"TRL forwards under autocast: generation {(False, True) in trl_autocast}, training "
+          f"{(True, True) in trl_autocast}; under fp32: generation {(False, False) in trl_autocast}, training "
+          f"{(True, False) in trl_autocast}")
+    print(f"{args.precision} matmul ({shapes.get('M', 4096)}x{cfg.hidden_size} @ {cfg.hidden_size}x{cfg.intermediate_size}): "
           f"median {mm / 1e9:.1f} GFLOP/s over the run (quartiles {mm_q[0] / 1e9:.1f}-{mm_q[-1] / 1e9:.1f}); "
           f"utilisation TRL {util['trl']:.2f}, rlnb {util['rlnb']:.2f}")
     print("per stage, measured median seconds vs the seconds its FLOPs take at that matmul rate (FLOPs from the "
@@ -257,6 +294,7 @@ def main(argv=None) -> None:
         ev = lambda m: evaluate(m, ours.tokenizer, ours.task, n=args.eval,  # noqa: E731
                                      max_new_tokens=ours.recipe.max_new_tokens)["pass@1"]
         start = rlnb.load_default()[0]
+        start = start if args.precision == "fp32" else enable_autocast(start, dtype)  # each side's own precision
         print(f"greedy pass@1 on {args.eval} held-out prompts: start {ev(start):.3f}, "
               f"after {len(ta) + w} steps TRL {ev(trl.model):.3f}, rlnb {ev(ours.model):.3f}")
     if args.profile:

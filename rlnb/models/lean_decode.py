@@ -19,15 +19,19 @@ its own time to the arithmetic. This loop computes the same numbers with the mod
 * plain Llama/Qwen2/Mistral layers take ``_FusedStep``: q, k and v in one matmul, gate and up in one, each
   RMSNorm one call, q and k rotated together (about 22 kernels per layer instead of 60); others call the
   model's modules (``_Step``);
-* one host sync per step (how many rows are done); the rest is tensor work.
+* one host sync per step (how many rows are done); the rest is tensor work;
+* mixed precision (``rlnb.models.precision.enable_autocast``, fp32 weights): the whole loop runs under the
+  model's own autocast, so each operator computes in the dtype it has in the model's forward (matmuls bf16,
+  norms and the residual stream fp32); the fused weights are cast to the half dtype once per call, not per step.
 
 Models it cannot run exactly (another architecture, sliding windows, dropout in training mode, a cache that is
-not plain keys and values, a forward replaced on the instance or a hook on a module it does not call) take the
-reference loop, so ``sample`` here is always safe to call.
+not plain keys and values, a forward replaced on the instance other than rlnb's autocast, or a hook on a module
+it does not call) take the reference loop, so ``sample`` here is always safe to call.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 import torch
@@ -35,6 +39,7 @@ import torch.nn.functional as F
 
 from rlnb.models import generate
 from rlnb.models.generate import cache_of, check_sample_args, distinct_prompts, next_token, position_ids
+from rlnb.models.precision import autocast_dtype
 from rlnb.models.shared_prompt import plain_kv
 
 # families whose decoder layer is exactly: x += attn(norm(x)); x += mlp(norm(x)), attention = rotary q/k
@@ -57,10 +62,13 @@ def supported(model) -> bool:
     need = ("embed_tokens", "layers", "norm", "rotary_emb")
     if dec is None or not all(hasattr(dec, n) for n in need) or model.get_output_embeddings() is None:
         return False
-    # a forward replaced on the instance (rlnb's autocast option) or a hook on a module this loop does not call
-    # (it calls the projections, norms and MLPs, not the model, the decoder, its layers or their attention)
+    # a forward replaced on the instance or a hook on a module this loop does not call (it calls the projections,
+    # norms and MLPs, not the model, the decoder, its layers or their attention); rlnb's autocast wrapper on the
+    # model and its decoder is the exception: the loop runs under the same autocast (``precision``)
     skipped = [model, dec, *dec.layers, *(layer.self_attn for layer in dec.layers)]
-    return not any("forward" in vars(m) or m._forward_hooks or m._forward_pre_hooks for m in skipped)
+    replaced = skipped[2:] if autocast_dtype(model) is not None else skipped
+    return not any("forward" in vars(m) for m in replaced) and not any(
+        m._forward_hooks or m._forward_pre_hooks for m in skipped)
 
 
 def sample(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, max_new_tokens: int,
@@ -73,22 +81,36 @@ def sample(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, max_ne
     if not supported(model):
         return generate.sample(model, prompt_ids, prompt_mask, **kw)
     check_sample_args(model, prompt_ids, prompt_mask, temperature=temperature, max_new_tokens=max_new_tokens)
-    with torch.no_grad():
+    with torch.no_grad(), precision(model, prompt_ids.device):
         state = _prefill(model, prompt_ids, prompt_mask, max_new_tokens)
     if state is None:                                                    # the prefill's cache is not plain k/v
         return generate.sample(model, prompt_ids, prompt_mask, **kw)
-    with torch.no_grad():
+    with torch.no_grad(), precision(model, prompt_ids.device):
         return _decode(model, state, **kw)
+
+
+def precision(model, device: torch.device):
+    """The model's own autocast (rlnb's mixed-precision option) around the loop, else nothing: the loop calls the
+    model's parts, not its wrapped forward, so it enters the same autocast itself."""
+    dtype = autocast_dtype(model)
+    return contextlib.nullcontext() if dtype is None else torch.autocast(device.type, dtype=dtype)
 
 
 class _State:
     """What the loop reads: the cache (per layer keys (b, H_kv, D, Tp + T), stored transposed so that q K^T is
     one batched matmul over contiguous rows, and values (b, H_kv, Tp + T, D)), the first logits,
     the additive attention mask of every step (b, 1, 1, Tp + T) and the rotary angles (b, T, D) of every
-    decoded position."""
+    decoded position. ``half``: the autocast dtype the loop runs under (None: none); then the cache is fp32 holding
+    keys and values rounded to ``half``, what ``scaled_dot_product_attention`` reads under autocast (see
+    ``_Step.attend``)."""
 
-    def __init__(self, kv, logits, mask, cos, sin, Tp):
+    def __init__(self, kv, logits, mask, cos, sin, Tp, half=None):
         self.kv, self.logits, self.mask, self.cos, self.sin, self.Tp = kv, logits, mask, cos, sin, Tp
+        self.half = half
+
+    def rounded(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` as the cache stores it: rounded to ``half`` under autocast (written into the fp32 cache)."""
+        return x if self.half is None else x.to(self.half)
 
     def select(self, keep: torch.Tensor, cols: int) -> None:
         """Keep the rows ``keep`` only; the cache's first ``cols`` columns are the ones written so far."""
@@ -113,11 +135,14 @@ def _prefill(model, prompt_ids, prompt_mask, T: int) -> _State | None:
     if layers is None or any(k.shape[-2] != Tp for k, _ in layers):
         return None
     rows = inv if share else torch.arange(B, device=prompt_ids.device)
-    kv = []
+    dev = prompt_ids.device.type
+    half = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else None
+    kv, s = [], _State(None, None, None, None, None, Tp, half)
     for k, v in layers:                                                  # (U or B, H_kv, Tp, D)
-        K = k.new_empty(B, k.shape[1], k.shape[-1], Tp + T)              # (B, H_kv, D, Tp + T): see _State
-        V = v.new_empty(B, v.shape[1], Tp + T, v.shape[-1])              # (B, H_kv, Tp + T, D)
-        K[..., :Tp], V[:, :, :Tp] = k[rows].transpose(-1, -2), v[rows]
+        dtype = (k.dtype, v.dtype) if half is None else (torch.float32, torch.float32)
+        K = k.new_empty((B, k.shape[1], k.shape[-1], Tp + T), dtype=dtype[0])  # (B, H_kv, D, Tp + T): see _State
+        V = v.new_empty((B, v.shape[1], Tp + T, v.shape[-1]), dtype=dtype[1])  # (B, H_kv, Tp + T, D)
+        K[..., :Tp], V[:, :, :Tp] = s.rounded(k[rows].transpose(-1, -2)), s.rounded(v[rows])
         kv.append((K, V))
     keep = torch.cat([prompt_mask.bool(), prompt_mask.new_ones(B, T, dtype=torch.bool)], dim=1)  # (B, Tp + T)
     mask = torch.zeros(keep.shape, dtype=kv[0][0].dtype, device=keep.device).masked_fill(~keep, float("-inf"))
@@ -125,7 +150,8 @@ def _prefill(model, prompt_ids, prompt_mask, T: int) -> _State | None:
     steps = pos[:, -1:] + 1 + torch.arange(T, device=pos.device)        # (B, T) positions of the fed tokens
     x = dec.embed_tokens(prompt_ids[:, :1])                              # dtype/device probe for the angles
     cos, sin = dec.rotary_emb(x.to(kv[0][0].dtype), position_ids=steps)  # (B, T, D) each
-    return _State(kv, out.logits[:, -1][rows], mask[:, None, None], cos, sin, Tp)  # first logits (B, V)
+    s.kv, s.logits, s.mask, s.cos, s.sin = kv, out.logits[:, -1][rows], mask[:, None, None], cos, sin
+    return s                                                             # first logits (B, V)
 
 
 def _decode(model, s: _State, *, max_new_tokens, eos_token_id, pad_token_id, temperature, top_p, greedy,
@@ -205,7 +231,7 @@ class _Step:
             if hasattr(a, "q_norm"):                                     # Qwen3: per-head RMSNorm before rotary
                 q, k = a.q_norm(q), a.k_norm(k)
             q, k = self.rope(q.transpose(1, 2), k.transpose(1, 2), cos, sin)  # (B, H, 1, D)
-            K[..., col] = k[:, :, 0]
+            K[..., col] = s.rounded(k[:, :, 0])
             V[:, :, col:col + 1] = a.v_proj(h).view(B, 1, self.Hkv, D).transpose(1, 2)
             o = self.attend(q, K[..., :col + 1], V[:, :, :col + 1], mask)  # (B, Hq, 1, D)
             x = x + a.o_proj(o.transpose(1, 2).reshape(B, 1, self.Hq * D))
@@ -217,11 +243,19 @@ class _Step:
         cheaper than ``scaled_dot_product_attention``'s kernel at one query (measured: 170 vs 250 us at one
         thread, 430 vs 1960 us of CPU at two). A group of query heads shares each key head (GQA) through a
         reshape, not a copy. q (B, Hq, 1, D); K (B, H_kv, D, L) and V (B, H_kv, L, D) views of the cache;
-        mask (B, 1, 1, L) additive."""
+        mask (B, 1, 1, L) additive.
+
+        Under autocast the model's forward runs ``scaled_dot_product_attention`` on q, k and v rounded to the half
+        dtype, accumulating in fp32; this does the same (the cache holds rounded values, q is rounded here, the
+        matmuls run in fp32 outside autocast). Rounding the scores to bf16 instead (autocast's matmul) moved the
+        log-probs 3x further from the model's forward."""
         B, g = q.shape[0], self.Hq // self.Hkv
-        w = torch.matmul(q.reshape(B, self.Hkv, g, self.D), K).mul_(self.scale).add_(mask)  # (B, H_kv, g, L)
-        w = w.softmax(-1, dtype=torch.float32).to(V.dtype)
-        return torch.matmul(w, V).reshape(B, self.Hq, 1, self.D)
+        off = contextlib.nullcontext() if self.s.half is None else torch.autocast(q.device.type, enabled=False)
+        with off:
+            q = q if self.s.half is None else q.to(self.s.half).to(K.dtype)
+            w = torch.matmul(q.reshape(B, self.Hkv, g, self.D), K).mul_(self.scale).add_(mask)  # (B, H_kv, g, L)
+            w = w.softmax(-1, dtype=torch.float32).to(V.dtype)
+            return torch.matmul(w, V).reshape(B, self.Hq, 1, self.D)
 
 
 def fusable(model) -> bool:
@@ -245,18 +279,24 @@ def fusable(model) -> bool:
 class _FusedStep(_Step):
     """The same step in fewer kernels (about 22 per layer instead of 60: at a few rows a step costs what its
     kernel launches cost): q, k and v in one matmul, gate and up in one, each RMSNorm one ``rms_norm`` call, q
-    and k rotated together (rotate-half rotary, the convention of every family in FAMILIES)."""
+    and k rotated together (rotate-half rotary, the convention of every family in FAMILIES). Under autocast the
+    projections' weights are cast to its dtype here, once (autocast would cast the concatenated ones every step:
+    it caches only leaf weights); the same rounding autocast applies, so the numbers do not change."""
 
     def __init__(self, model, s: _State):
         super().__init__(model, s)
+        dev = s.kv[0][0].device.type
+        half = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else None
+        cast = lambda w: w if w is None or half is None else w.to(half)  # noqa: E731
         self.fused = []
         for layer in self.layers:
             a, mlp = layer.self_attn, layer.mlp
             b = [a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]
             self.fused.append((
-                _norm(layer.input_layernorm), torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]),
-                None if b[0] is None else torch.cat(b), a.o_proj, _norm(layer.post_attention_layernorm),
-                torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), mlp.act_fn, mlp.down_proj))
+                _norm(layer.input_layernorm), cast(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight])),
+                None if b[0] is None else cast(torch.cat(b)), (cast(a.o_proj.weight), cast(a.o_proj.bias)),
+                _norm(layer.post_attention_layernorm), cast(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])),
+                mlp.act_fn, (cast(mlp.down_proj.weight), cast(mlp.down_proj.bias))))
         half = self.D // 2                                               # rotate_half(x) = roll(x, D/2) * (-1 | +1)
         self.sign = torch.cat([-torch.ones(half), torch.ones(self.D - half)]).to(s.sin)  # (D,)
         self.final = _norm(self.norm)
@@ -271,12 +311,12 @@ class _FusedStep(_Step):
             qkv = F.linear(F.rms_norm(x, *n1), w_qkv, b_qkv).view(B, Hq + 2 * Hkv, D)
             qk = qkv[:, :Hq + Hkv]                                       # (B, Hq + H_kv, D)
             qk = qk * cos + qk.roll(D // 2, -1) * sin                    # rotary on q and k at once
-            K[..., col] = qk[:, Hq:]
+            K[..., col] = s.rounded(qk[:, Hq:])
             V[:, :, col] = qkv[:, Hq + Hkv:]
             o = self.attend(qk[:, :Hq, None], K[..., :col + 1], V[:, :, :col + 1], mask)  # (B, Hq, 1, D)
-            x = x + o_proj(o.reshape(B, Hq * D))
+            x = x + F.linear(o.reshape(B, Hq * D), *o_proj)
             g, u = F.linear(F.rms_norm(x, *n2), w_gu).chunk(2, dim=-1)
-            x = x + down(act(g) * u)
+            x = x + F.linear(act(g) * u, *down)
         return self.head(F.rms_norm(x, *self.final))                     # (B, V)
 
 

@@ -21,8 +21,6 @@ how the memory is spent:
 
 from __future__ import annotations
 
-import functools
-import types
 from pathlib import Path
 
 import torch
@@ -31,6 +29,7 @@ from rlnb import recipes as recipes_mod
 from rlnb import tasks as tasks_mod
 from rlnb.core.checks import check_device
 from rlnb.models import load
+from rlnb.models.precision import enable_autocast  # also imported from here by checkpoint_read and tests
 from rlnb.tasks.chat import ChatTemplateTask
 
 DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
@@ -64,31 +63,6 @@ def enable_checkpointing(model) -> None:
         model.activation_checkpointing_enable(activation_checkpointing_kwargs=kw)
     else:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kw)
-
-
-# --- mixed precision ---------------------------------------------------------------------------------
-def _autocast_forward(cls_forward, dtype: torch.dtype, fp32_hidden: bool):
-    """A ``forward`` running ``cls_forward`` under autocast. Bound with ``types.MethodType`` so that
-    ``copy.deepcopy`` (the Trainer's reference model) rebinds it to the copy."""
-
-    @functools.wraps(cls_forward)  # keeps the signature: generate.py inspects it for the cache's name
-    def forward(self, *args, **kwargs):
-        with torch.autocast(self.device.type, dtype=dtype):
-            out = cls_forward(self, *args, **kwargs)
-        if fp32_hidden:  # forward.py multiplies these by the fp32 LM head / value head outside autocast
-            out.last_hidden_state = out.last_hidden_state.float()
-        return out
-
-    return forward
-
-
-def enable_autocast(model, dtype: torch.dtype = torch.bfloat16):
-    """Run ``model``'s forward (and its decoder's, which ``rlnb.models.forward`` calls directly for the FP32 LM
-    head) under ``torch.autocast``: weights stay in their dtype, matmuls run in ``dtype``."""
-    decoder = model.get_decoder()
-    decoder.forward = types.MethodType(_autocast_forward(type(decoder).forward, dtype, True), decoder)
-    model.forward = types.MethodType(_autocast_forward(type(model).forward, dtype, False), model)
-    return model
 
 
 # --- LoRA --------------------------------------------------------------------------------------------
