@@ -103,7 +103,8 @@ def test_the_second_attempt_queue_saves_a_study_result_and_keeps_its_settings(tm
 
 
 def test_a_resumed_queue_keeps_runs_whose_setting_has_a_float_the_file_rounds(tmp_path):
-    from rlnb.studies import StudyResult, second_attempt as sa
+    from rlnb.studies import StudyResult
+    from rlnb.studies import second_attempt as sa
     from rlnb.studies.results import RunResult
 
     spec = {"setting": {"task": "add", "tokens": 100000, "eval_every": 100000 / 6}, "arms": {"grpo": {"lr": 1 / 3}},

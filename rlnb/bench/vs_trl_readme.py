@@ -40,7 +40,8 @@ def parse(text: str) -> list[dict]:
             elif line.startswith("paired ratio"):
                 m = re.search(rf"median {_NUM} \(quartiles {_NUM}-{_NUM}\)", line)
                 r["ratio"], r["ratio_q"] = float(m[1]), (float(m[2]), float(m[3]))
-            elif line.startswith("fp32 matmul"):
+            elif re.match(r"(fp32|bf16|fp16) matmul", line):
+                r["precision"] = line.split()[0]
                 r["gflops"] = float(re.search(rf"median {_NUM} GFLOP/s", line)[1])
                 r["util"] = tuple(float(x) for x in re.search(rf"utilisation TRL {_NUM}, rlnb {_NUM}", line).groups())
             elif line.startswith("padding efficiency"):
@@ -90,7 +91,7 @@ def block_markdown(path: Path) -> str:
             f"{first['pass1'][1]} steps (start {first['pass1'][0]:.3f}), TRL minus rlnb over the {diff.n} seeds: "
             f"{diff.mean:+.3f} [95 % CI {lo:+.3f}, {hi:+.3f}] (means {trl:.3f} and {ours:.3f}): "
             f"{'the interval includes 0, so the two learn alike within seed noise' if lo <= 0 <= hi else 'the interval excludes 0: they do not learn alike'}. Utilisation is the "
-            f"step's model FLOPs per second over a plain fp32 matmul of the MLP's shape, measured between steps "
+            f"step's model FLOPs per second over a plain {first['precision']} matmul of the MLP's shape, measured between steps "
             f"(median {first['gflops']:.0f} GFLOP/s for seed {first['seed']}). Positions computed: rlnb's batch "
             f"holds about {first['positions'][2]:.0f} prompt and completion tokens.")
     return "\n".join([head, "", *table, "", tail])

@@ -144,7 +144,7 @@ def judge(plan: Plan, file: str, arm: str, control: str | None, written: str, ro
     res = load_result(file, root=root)
     if file == plan.file:  # the plan's own study: the seeds it fixed, no others
         res = StudyResult([r for r in res.runs if r.seed in plan.seeds], res.config)
-    failed, fits = [], ""
+    failed, active, fits = [], [], ""
     if plan.kind == "asymptote":
         d, why = asymptote_diffs(res, arm, control, plan.spec.split(":", 1)[1])
         points = min(len(r.evals) for r in res.runs)
@@ -158,8 +158,7 @@ def judge(plan: Plan, file: str, arm: str, control: str | None, written: str, ro
         d = res.diff(arm, control, plan.spec) if control else res.value(arm, plan.spec)
         for c in plan.checks if d.n >= 2 else ():
             ok, reason = c.measure(res, arm, control)
-            if not ok:
-                failed.append(reason)
+            (active if ok else failed).append(reason)
     dec = decide(d, plan.sign, plan.mde, digits=3, failed="; ".join(failed))
     need = plan.power_seeds
     few = f" (< {MIN_SEEDS})" if d.n < MIN_SEEDS else ""
@@ -171,7 +170,8 @@ def judge(plan: Plan, file: str, arm: str, control: str | None, written: str, ro
     if dec.verdict == "not measured":  # fewer than two pairs yet: no interval, only progress
         return Decision("not measured", "not measured yet", d, head="not measured yet", nums="no interval yet"), \
             f"{status.split(' (')[0] or '0 runs'} done; {where}"
-    label = f"{d.n} seeds{fits if not failed else ''}{few}{power}{done}{after}; {where}"
+    acted = f"; mechanism active: {' and '.join(active)}" if active and not failed else ""  # why a null informs
+    label = f"{d.n} seeds{fits if not failed else ''}{few}{power}{done}{after}{acted}; {where}"
     return dec, label
 
 
