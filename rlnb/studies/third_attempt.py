@@ -19,6 +19,9 @@ from rlnb.studies.results import results_dir
 PILOT_SEEDS = (100, 101)
 _DAPO_SET = dict(task="add", max_new_tokens=24, match_samples=True, eval_every=0, eval_n=100, eval_sampled_n=64,
                  eval_k=8)
+# entropy_third's setting, shared by cliphigh_third (whose pilot was entropy_third): Countdown, 4 x 4 reuse
+_ENTROPY_SET = dict(task="countdown", num_iterations=4, num_mini_batches=4, lr=1e-4, steps=30, eval_every=0,
+                    eval_n=100, eval_sampled_n=64, eval_k=8)
 _THERMOSTAT = {"entropy_target": 0.45, "entropy_coef": 0.0, "entropy_coef_delta": 0.002, "entropy_coef_max": 0.05}
 
 PILOTS: dict[str, dict] = {
@@ -60,15 +63,15 @@ def _preset(name: str, arms: list[str] | None = None, claims=(), primary="", con
 
 def studies() -> dict[str, dict]:
     """The measured third attempts, in queue order (the settings the pilots chose; see docs/studies.md)."""
+    from rlnb.studies import second_attempt
+
     return {
         "entropy_third": dict(
             claims=["several updates per batch collapse entropy", "the entropy thermostat keeps entropy up",
                     "DAPO's clip-higher helps on its own (here, where GRPO's upper clip fires on 1.8 % of tokens)"],
             arms={"mu=1": {"num_iterations": 1, "num_mini_batches": 1}, "none": {}, "thermostat": _THERMOSTAT,
                   "clip-higher": {"eps_high": 0.28}},
-            setting=dict(task="countdown", num_iterations=4, num_mini_batches=4, lr=1e-4, steps=30, eval_every=0,
-                         eval_n=100, eval_sampled_n=64, eval_k=8),
-            primary="change:entropy", control="mu=1",
+            setting=dict(_ENTROPY_SET), primary="change:entropy", control="mu=1",
             notes="entropy_mu4's setting (Countdown, 4 epochs x 4 mini-batches, lr 1e-4, 30 steps; the clip fires "
                   "on 5-15 % of tokens) with a single-update arm (mu = 1, one mini-batch) as the control of "
                   "'several updates collapse entropy', the thermostat of entropy_collapse (target 0.45), and "
@@ -78,17 +81,14 @@ def studies() -> dict[str, dict]:
         "cliphigh_third": dict(
             claims=["clip-higher slows entropy collapse (on seeds 40+, outside entropy_third's, which piloted it)"],
             arms={"none": {}, "clip-higher": {"eps_high": 0.28}},
-            setting=dict(task="countdown", num_iterations=4, num_mini_batches=4, lr=1e-4, steps=30, eval_every=0,
-                         eval_n=100, eval_sampled_n=64, eval_k=8),
-            primary="mean:entropy", control="none",
+            setting=dict(_ENTROPY_SET), primary="mean:entropy", control="none",  # the pilot's setting, exactly
             notes="entropy_third's setting, where entropy collapses and GRPO's upper clip fires on 1.8 % of tokens "
                   "(so clip-higher has tokens to release), on seeds 40+: entropy_third's own seeds 10-15 were its "
                   "pilot. The earlier 5-seed null (entropy_mu4) was measured before its plan."),
         "maxrl_third": dict(
             claims=["MaxRL keeps pass@k where GRPO trades it for pass@1", "recipes can be ranked by a ScaleRL fit"],
             arms={"grpo": {"recipe": "grpo"}, "maxrl": {"recipe": "maxrl"}},
-            setting=dict(task="countdown", num_mini_batches=4, lr=2e-4, steps=40, eval_every=5, eval_n=100,
-                         eval_sampled_n=64, eval_k=16),
+            setting={**second_attempt.STUDIES["maxrl_long"]["setting"], "eval_every": 5},  # 9 points per run
             primary="change:eval/sampled/pass@8", control="grpo",
             notes="maxrl_long's setting with an evaluation every 5 steps (9 points per run for ScaleRL's "
                   "three-parameter fit) and the seeds the plan's power needs; GRPO's own pass@8 drop is checked "
