@@ -37,6 +37,7 @@ The same as ``python -m rlnb.bench trl`` (``scripts/bench_vs_trl.py`` is its ent
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 import warnings
@@ -48,6 +49,7 @@ from rlnb.export import to_trl
 from rlnb.models import DEFAULT_DIR
 from rlnb.models.precision import enable_autocast
 from rlnb.models.shared_prompt import plan
+from rlnb.models.threads import decode_threads
 from rlnb.run.evaluate import evaluate
 from rlnb.stages import sample as sample_mod
 
@@ -267,6 +269,10 @@ def main(argv=None) -> None:
           f"max_new_tokens={ours.recipe.max_new_tokens}, one update per batch, CPU threads={args.threads}, "
           f"precision {args.precision} (both sides), "
           f"{len(ta)} timed steps each (+{w} warm-up), interleaved; wall {t_run:.0f} s")
+    rows = ours.recipe.prompts_per_step * ours.recipe.num_generations
+    print(f"threads: TRL {args.threads}; rlnb {args.threads}, its decode {decode_threads(ours.model, rows, torch.device('cpu'))} "
+          f"(rlnb.models.threads: one where the matmuls are small); OpenMP waits: OMP_WAIT_POLICY="
+          f"{os.environ.get('OMP_WAIT_POLICY')}, GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT')} (both sides)")
     print(summary("TRL", ta, ["generate", "reward", "rollout_other", "loss_forward", "backward_optim"]))
     print(summary("rlnb", tb, ["generate", "sample_other", "reward", "advantage", "update_forward", "update_other"]))
     q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3

@@ -35,6 +35,9 @@ def parse(text: str) -> list[dict]:
                 r["cpu"] = line[5:].split("; torch")[0]
             elif line.startswith("settings: "):
                 r["settings"] = line[10:]
+            elif line.startswith("threads: "):
+                m = re.search(r"its decode (\d+).*OMP_WAIT_POLICY=(\S+), GOMP_SPINCOUNT=(\S+)", line)
+                r["decode_threads"], r["waits"] = int(m[1]), (m[2], m[3])
             elif line.startswith(("TRL ", "rlnb ")) and "s/step median" in line:
                 r[line.split()[0].lower()] = _stages(line)
             elif line.startswith("paired ratio"):
@@ -63,6 +66,15 @@ def _row(name: str, st: dict, keys: tuple, util: float, pad: float, pos: float, 
     return f"| {name} | {st['total']:.3f} | {cells} | {util:.2f} | {pad:.2f} | {pos:.0f} | {p1:.3f} |"
 
 
+def _threads(run: dict) -> str:
+    """rlnb's decode thread count and the OpenMP waits, when the printout has them (runs before 12-06 do not)."""
+    if "decode_threads" not in run:
+        return ""
+    policy, spin = run["waits"]
+    waits = f"OpenMP waits {policy.lower()}" + ("" if spin == "None" else f", GOMP_SPINCOUNT={spin}")
+    return f", rlnb's decode on {run['decode_threads']} thread{'s' * (run['decode_threads'] > 1)}, {waits}"
+
+
 def block_markdown(path: Path) -> str:
     """The README block: seed 0's stage table, every seed's paired ratio, the pass@1 difference over seeds."""
     runs = parse(Path(path).read_text())
@@ -73,7 +85,7 @@ def block_markdown(path: Path) -> str:
     head = (f"Against TRL's `GRPOTrainer` at the same settings, interleaved step by step in one process "
             f"(`python scripts/bench_vs_trl.py --steps {steps} --seed S` for seeds "
             f"{', '.join(str(r['seed']) for r in runs)}: same embedded model, same prompts in the same order, same "
-            f"verifier; {first['settings'].split(', interleaved')[0]}; {cpu}load average "
+            f"verifier; {first['settings'].split(', interleaved')[0]}{_threads(first)}; {cpu}load average "
             f"{min(loads):.1f}-{max(loads):.1f} during the runs, the benchmark's own threads included; raw output in "
             f"`docs/bench_vs_trl.txt`). Seed {first['seed']}:")
     table = ["| | s/step (median) | generate | reward | loss forward | backward + optimizer | utilisation | padding "

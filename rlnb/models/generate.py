@@ -12,6 +12,7 @@ import inspect
 import torch
 
 from rlnb.core.checks import check_model_inputs
+from rlnb.models.threads import decode_threads, threads
 
 
 def encode_prompts(tokenizer, prompts: list[str], device="cpu"):
@@ -107,6 +108,14 @@ def sample(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, max_ne
     would go unused).
     """
     check_sample_args(model, prompt_ids, prompt_mask, temperature=temperature, max_new_tokens=max_new_tokens)
+    with threads(decode_threads(model, prompt_ids.shape[0], prompt_ids.device)):  # one thread for small matmuls
+        return _sample(model, prompt_ids, prompt_mask, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id,
+                       pad_token_id=pad_token_id, temperature=temperature, top_p=top_p, greedy=greedy,
+                       generator=generator, return_logp=return_logp)
+
+
+def _sample(model, prompt_ids, prompt_mask, *, max_new_tokens, eos_token_id, pad_token_id, temperature, top_p,
+            greedy, generator, return_logp):
     B, dev = prompt_ids.shape[0], prompt_ids.device
     attn = prompt_mask.long()                                            # (b, Tp + t) for the rows still running
     pos = position_ids(attn)

@@ -20,6 +20,8 @@ its own time to the arithmetic. This loop computes the same numbers with the mod
   RMSNorm one call, q and k rotated together (about 22 kernels per layer instead of 60); others call the
   model's modules (``_Step``);
 * one host sync per step (how many rows are done); the rest is tensor work;
+* on a CPU, a decode whose matmuls are small runs on one thread, as the reference does (``rlnb.models.threads``:
+  at the default's size a second thread's wake-ups cost more than it computes);
 * mixed precision (``rlnb.models.precision.enable_autocast``, fp32 weights): the whole loop runs under the
   model's own autocast, so each operator computes in the dtype it has in the model's forward (matmuls bf16,
   norms and the residual stream fp32); the fused weights are cast to the half dtype once per call, not per step.
@@ -41,6 +43,7 @@ from rlnb.models import generate
 from rlnb.models.generate import cache_of, check_sample_args, distinct_prompts, next_token, position_ids
 from rlnb.models.precision import autocast_dtype
 from rlnb.models.shared_prompt import plain_kv
+from rlnb.models.threads import decode_threads, threads
 
 # families whose decoder layer is exactly: x += attn(norm(x)); x += mlp(norm(x)), attention = rotary q/k
 # (optionally RMS-normed per head, Qwen3) over all earlier keys
@@ -81,12 +84,13 @@ def sample(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, max_ne
     if not supported(model):
         return generate.sample(model, prompt_ids, prompt_mask, **kw)
     check_sample_args(model, prompt_ids, prompt_mask, temperature=temperature, max_new_tokens=max_new_tokens)
-    with torch.no_grad(), precision(model, prompt_ids.device):
-        state = _prefill(model, prompt_ids, prompt_mask, max_new_tokens)
-    if state is None:                                                    # the prefill's cache is not plain k/v
-        return generate.sample(model, prompt_ids, prompt_mask, **kw)
-    with torch.no_grad(), precision(model, prompt_ids.device):
-        return _decode(model, state, **kw)
+    with threads(decode_threads(model, prompt_ids.shape[0], prompt_ids.device)):  # the reference's thread rule
+        with torch.no_grad(), precision(model, prompt_ids.device):
+            state = _prefill(model, prompt_ids, prompt_mask, max_new_tokens)
+        if state is None:                                                # the prefill's cache is not plain k/v
+            return generate.sample(model, prompt_ids, prompt_mask, **kw)
+        with torch.no_grad(), precision(model, prompt_ids.device):
+            return _decode(model, state, **kw)
 
 
 def precision(model, device: torch.device):
