@@ -6,13 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from rlnb.bench.vs_trl_readme import block_markdown, parse
+from rlnb.bench.vs_trl_readme import block_markdown, parse, waits_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = """== seed {seed}
  08:13:22 up  6:24,  0 user,  load average: 0.32, 0.56, {load}
 CPU: AMD EPYC 9R14; torch 2.13.0
 settings: GRPO, P=16 x G=8, max_new_tokens=32, one update per batch, CPU threads=2, 3 timed steps each (+1 warm-up), interleaved; wall 5 s
+threads: TRL 2; rlnb 2, its decode 1 (rlnb.models.threads: one where the matmuls are small); OpenMP waits: OMP_WAIT_POLICY=PASSIVE, GOMP_SPINCOUNT=None (both sides)
 TRL   s/step median 0.600   per stage (medians): generate 0.200  reward 0.001  rollout_other 0.005  loss_forward 0.150  backward_optim 0.240
 rlnb  s/step median 0.300   per stage (medians): generate 0.100  sample_other 0.006  reward 0.002  advantage 0.000  update_forward 0.080  update_other 0.110
 paired ratio TRL s/step / rlnb s/step: median {ratio} (quartiles 1.90-2.10); ratio of medians 2.00
@@ -42,6 +43,7 @@ def test_the_parser_reads_every_number_the_block_prints(tmp_path):
     assert runs[1]["ratio"] == 1.8 and runs[0]["util"] == (0.29, 0.61) and runs[0]["pass1"] == (0.2, 4, 0.35, 0.3)
     md = block_markdown(raw)
     assert "2.00 (seed 0), 1.80 (seed 1)" in md and "load average 0.3-2.5" in md and "AMD EPYC 9R14" in md
+    assert "(+1 warm-up), rlnb's decode on 1 thread, OpenMP waits passive;" in md
     assert "| rlnb | 0.300 | 0.100 | 0.002 | 0.080 | 0.110 | 0.61 | 0.96 | 3192 | 0.300 |" in md
     assert "+0.000 [95 % CI -0.635, +0.635]" in md and "includes 0" in md   # differences 0.05, -0.05: t 12.71 x 0.05
 
@@ -49,3 +51,25 @@ def test_the_parser_reads_every_number_the_block_prints(tmp_path):
 def test_a_file_without_seed_sections_is_refused(tmp_path):
     with pytest.raises(ValueError, match="== seed S"):
         parse("settings: nothing measured\n")
+
+
+WAITS = """CPU: AMD EPYC (2 logical CPUs); threads 2; 8 steps per cell after a warm-up, 2 rounds alternated; passive: ...; spin: GOMP_SPINCOUNT=10000
+burners | passive s/step (sample + update) | spin s/step (sample + update) | passive / spin
+      0 | 0.600 (0.200 + 0.300) | 0.400 (0.200 + 0.200) | 1.50
+      1 | 0.500 (0.200 + 0.300) | 1.000 (0.200 + 0.800) | 0.50
+"""
+
+
+def test_the_waits_sentence_is_generated_from_its_raw_output(tmp_path):
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"<!-- waits:start -->\n(.*?)\n<!-- waits:end -->", text, re.S)
+    assert block and block.group(1) == waits_markdown(ROOT / "docs" / "bench_waits.txt"), \
+        "README's OpenMP waits sentence is stale: python scripts/regen_tables.py"
+    raw = tmp_path / "waits.txt"
+    raw.write_text(WAITS)
+    md = waits_markdown(raw)
+    assert "`GOMP_SPINCOUNT=10000`" in md and "1.50x as fast on a quiet machine (0.600 -> 0.400 s per step)" in md
+    assert "beside 1 busy process it takes 2.00x the passive time (0.500 -> 1.000 s)" in md
+    raw.write_text(WAITS.splitlines()[0] + "\n")
+    with pytest.raises(ValueError, match="quiet row"):
+        waits_markdown(raw)

@@ -111,6 +111,16 @@ def test_more_threads_than_cores_is_a_problem_and_a_busy_machine_a_note(healthy,
     assert "OMP_WAIT_POLICY" not in doctor.check_threads(2, {"cores": 2, "load": 9.0, "wait_policy": "passive"}).fix
 
 
+def test_spinning_waits_are_named_and_advised_against_when_busy():
+    spin = {"cores": 2, "load": 0.5, "wait_policy": "PASSIVE", "spin": "10000"}
+    cpu = doctor.check_cpu(spin)
+    assert cpu.status == "note" and "GOMP_SPINCOUNT=10000" in cpu.what and "unset GOMP_SPINCOUNT" in cpu.fix
+    assert doctor.check_cpu({**spin, "spin": ""}).status == "ok"
+    busy = doctor.check_threads(2, {**spin, "load": 9.0})
+    assert busy.status == "note" and "without GOMP_SPINCOUNT" in busy.fix          # PASSIVE alone does not stop it
+    assert "GOMP_SPINCOUNT" not in doctor.check_threads(1, {**spin, "load": 9.0}).fix  # one thread never waits
+
+
 def test_predictions_scale_by_step_time_and_flag_a_chapter_too_slow_for_a_workshop():
     runtimes = {"00_a": {"seconds": 300.0, "step_seconds": 2.0}, "01_b": {"seconds": 600.0, "step_seconds": 2.0}}
     a, b = doctor.predict(runtimes, 4.0)  # this laptop: twice the measured step time

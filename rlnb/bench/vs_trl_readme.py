@@ -107,3 +107,21 @@ def block_markdown(path: Path) -> str:
             f"(median {first['gflops']:.0f} GFLOP/s for seed {first['seed']}). Positions computed: rlnb's batch "
             f"holds about {first['positions'][2]:.0f} prompt and completion tokens.")
     return "\n".join([head, "", *table, "", tail])
+
+
+def waits_markdown(path: Path) -> str:
+    """The README's sentence on OpenMP waits, from ``python -m rlnb.bench waits``'s printout (docs/bench_waits.txt)."""
+    text = Path(path).read_text()
+    spin = re.search(r"GOMP_SPINCOUNT=(\d+)", text)
+    rows = {int(m[1]): (float(m[2]), float(m[3]), float(m[4])) for m in
+            re.finditer(rf"^\s*(\d+) \| {_NUM} \(.*?\) \| {_NUM} \(.*?\) \| {_NUM}$", text, flags=re.M)}
+    if spin is None or 0 not in rows:
+        raise ValueError(f"{path}: expected the waits benchmark's printout with a quiet row (0 burners)")
+    p, s, r = rows[0]
+    busy = "; ".join(f"beside {n} busy process{'es' * (n > 1)} it takes {v[1] / v[0]:.2f}x the passive time "
+                     f"({v[0]:.3f} -> {v[1]:.3f} s)" for n, v in sorted(rows.items()) if n)
+    return (f"OpenMP waits (`python -m rlnb.bench waits`, raw output in `docs/bench_waits.txt`): rlnb's threads wait "
+            f"passively, the setting the chapters' runtimes were measured with. Spinning waits "
+            f"(`GOMP_SPINCOUNT={spin[1]}` in the environment before Python starts) make a step {r:.2f}x as fast on a "
+            f"quiet machine ({p:.3f} -> {s:.3f} s per step){'; ' + busy if busy else ''}. Set it only where nothing "
+            f"else runs (not beside a browser on a laptop); it never changes a number, only how long threads wait.")

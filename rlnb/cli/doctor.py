@@ -65,7 +65,8 @@ def probe_torch() -> dict | None:
 def probe_cpu() -> dict:
     # os.getloadavg does not exist on Windows; a missing load average is reported as unknown, not as a problem
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    return {"cores": os.cpu_count() or 1, "load": load, "wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}
+    return {"cores": os.cpu_count() or 1, "load": load, "wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
+            "spin": os.environ.get("GOMP_SPINCOUNT", "")}
 
 
 def probe_version(package: str) -> str | None:
@@ -157,6 +158,10 @@ def check_torch(facts: dict | None) -> Result:
 def check_cpu(cpu: dict) -> Result:
     """The cores and the OpenMP wait policy torch will start with (known before torch loads)."""
     policy = cpu["wait_policy"] or "unset"
+    if cpu.get("spin"):  # GNU OpenMP spins this long whatever the policy says (docs/bench_waits.txt)
+        return Result("cpu", "note", f"{cpu['cores']} cores; OMP_WAIT_POLICY={policy}, GOMP_SPINCOUNT={cpu['spin']}",
+                      "spinning waits: faster when nothing else runs, slower beside a browser; unset GOMP_SPINCOUNT "
+                      "on a laptop")
     return Result("cpu", "ok", f"{cpu['cores']} cores; OMP_WAIT_POLICY={policy}")
 
 
@@ -170,8 +175,9 @@ def check_threads(threads: int, cpu: dict) -> Result:
         # Measured on a 2-core machine at load 9: a step took 40-50 s with spinning OpenMP threads, 5-7 s with
         # OMP_WAIT_POLICY=PASSIVE. A busy moment is not a broken laptop, so this is a note, not a problem.
         fix = "other programs are using the CPU: close them"
-        if cpu["wait_policy"].upper() != "PASSIVE" and threads > 1:
-            fix += "; and export OMP_WAIT_POLICY=PASSIVE before starting JupyterLab (make lab does)"
+        if (cpu["wait_policy"].upper() != "PASSIVE" or cpu.get("spin")) and threads > 1:
+            fix += ("; and export OMP_WAIT_POLICY=PASSIVE (without GOMP_SPINCOUNT) before starting JupyterLab "
+                    "(make lab does)")
         return Result("threads", "note", what + ", busy: steps will be slower", fix)
     return Result("threads", "ok", what)
 
