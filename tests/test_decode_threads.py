@@ -24,6 +24,12 @@ def default():
     return model.eval(), tok
 
 
+@pytest.fixture(autouse=True)
+def passive_waits(monkeypatch):
+    """The rule as under rlnb's default waits, whatever this test run's environment says."""
+    monkeypatch.setattr(TH, "SPINNING", False)
+
+
 @contextlib.contextmanager
 def torch_threads(n):
     before = torch.get_num_threads()
@@ -56,6 +62,23 @@ def test_rule_by_shape(default):
         assert TH.decode_threads(wide_llama(tok), 128, torch.device("cpu")) == 2   # 2 x 128 x 512 x 2048: 268 MFLOP
         assert TH.decode_threads(model, 10_000, torch.device("cpu")) == 2         # many rows: wide enough
         assert TH.decode_threads(model, 128, torch.device("cuda")) == 2           # a GPU's threads are not torch's
+
+
+def test_spinning_waits_keep_the_setting(default, monkeypatch):
+    model, _ = default
+    monkeypatch.setattr(TH, "SPINNING", True)                           # GOMP_SPINCOUNT set when torch loaded
+    with torch_threads(2):
+        assert TH.decode_threads(model, 128, torch.device("cpu")) == 2
+
+
+@pytest.mark.parametrize(("env", "spins"), [({}, False), ({"OMP_WAIT_POLICY": "PASSIVE"}, False),
+                                            ({"OMP_WAIT_POLICY": "active"}, True),
+                                            ({"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "10000"}, True),
+                                            ({"OMP_WAIT_POLICY": "ACTIVE", "GOMP_SPINCOUNT": "0"}, False),
+                                            ({"GOMP_SPINCOUNT": "10k"}, True), ({"GOMP_SPINCOUNT": "infinite"}, True),
+                                            ({"GOMP_SPINCOUNT": "nonsense"}, False)])
+def test_spinning_reads_the_environment_as_gnu_openmp_does(env, spins):
+    assert TH.spinning(env) is spins
 
 
 def test_block_gives_the_setting_back_also_on_error():

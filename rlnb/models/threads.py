@@ -13,17 +13,43 @@ it, so only the decode takes the rule.
 
 The rule reads the model's shapes and the batch's rows only, never the machine's load or a timing: the thread count
 changes a matmul's rounding, and a run's numbers must not depend on how busy the machine was.
+
+With spinning waits (``GOMP_SPINCOUNT``, for a machine that runs nothing else: ``python -m rlnb.bench waits``) a
+thread is rarely asleep when the next operator comes, and two threads decode faster than one: the rule then keeps
+torch's setting. The environment is read once, when this module loads, as the OpenMP runtime read it when torch
+loaded.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+from collections.abc import Mapping
 
 import torch
 
 # one decode step's widest matmul (2 x rows x in x out FLOPs) below this runs on one thread: the default's widest,
 # gate and up at 128 rows, is 33.5 MFLOP (one thread pays); hidden 256's is 134 MFLOP (even, so the torch setting)
 ONE_THREAD_FLOPS = 64e6
+
+
+def spinning(environ: Mapping[str, str]) -> bool:
+    """Whether OpenMP's threads spin while they wait: GNU OpenMP's ``GOMP_SPINCOUNT`` above 0 (it overrides the
+    policy), else ``OMP_WAIT_POLICY=ACTIVE``.
+
+    >>> spinning({"OMP_WAIT_POLICY": "PASSIVE"}), spinning({"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "10000"})
+    (False, True)
+    """
+    spin = environ.get("GOMP_SPINCOUNT", "").strip()
+    if spin:
+        try:
+            return float(spin.rstrip("kKmMgGtT") or 0) > 0                 # libgomp accepts 10k, 1M, ... and "infinite"
+        except ValueError:
+            return spin.lower() == "infinite"
+    return environ.get("OMP_WAIT_POLICY", "").strip().upper() == "ACTIVE"
+
+
+SPINNING = spinning(os.environ)
 
 
 def widest_matmul_flops(config, rows: int) -> float:
@@ -40,10 +66,10 @@ def widest_matmul_flops(config, rows: int) -> float:
 
 def decode_threads(model, rows: int, device: torch.device) -> int:
     """Threads a decode of ``rows`` rows on ``device`` uses: 1 on a CPU where the widest matmul is below
-    ``ONE_THREAD_FLOPS``, else torch's current setting (``torch.get_num_threads()``)."""
+    ``ONE_THREAD_FLOPS`` and the waits are passive, else torch's current setting (``torch.get_num_threads()``)."""
     n = torch.get_num_threads()
     config = getattr(model, "config", None)
-    if device.type != "cpu" or n == 1 or config is None or not hasattr(config, "hidden_size"):
+    if SPINNING or device.type != "cpu" or n == 1 or config is None or not hasattr(config, "hidden_size"):
         return n
     return 1 if widest_matmul_flops(config, rows) < ONE_THREAD_FLOPS else n
 
