@@ -15,6 +15,7 @@ from pathlib import Path
 
 import rlnb
 from rlnb.algos.resolve import knob_table_markdown
+from rlnb.bench.train_readme import train_markdown
 from rlnb.bench.vs_trl_readme import block_markdown, waits_markdown
 from rlnb.export.exits import exits_table
 from rlnb.studies import cheatsheet, claims, docs_tables
@@ -35,6 +36,7 @@ if __name__ == "__main__":
     fill(ROOT / "README.md", "claims", claims.table_markdown())
     fill(ROOT / "README.md", "bench", block_markdown(ROOT / "docs" / "bench_vs_trl.txt"))
     fill(ROOT / "README.md", "waits", waits_markdown(ROOT / "docs" / "bench_waits.txt"))
+    fill(ROOT / "README.md", "train", train_markdown(ROOT / "docs" / "train_grpo_add.json"))
     fill(ROOT / "docs" / "studies.md", "verdicts", docs_tables.verdicts_markdown())
     fill(ROOT / "docs" / "studies.md", "plans", docs_tables.plans_markdown())
     fill(ROOT / "docs" / "studies.md", "second-attempt", docs_tables.studies_markdown().rstrip("\n"))
@@ -43,5 +45,5 @@ if __name__ == "__main__":
     fill(ROOT / "docs" / "cheatsheet.md", "cheatsheet", cheatsheet.table_markdown())
     fill(ROOT / "docs" / "knobs.md", "knobs", knob_table_markdown(rlnb.Recipe))
     fill(ROOT / "docs" / "scaling_up.md", "exits", exits_table())
-    print("wrote README.md (recipes, claims, bench, waits), docs/knobs.md (knobs), docs/studies.md (verdicts, plans, second and "
+    print("wrote README.md (recipes, claims, train, bench, waits), docs/knobs.md (knobs), docs/studies.md (verdicts, plans, second and "
           "third attempts), docs/cheatsheet.md and docs/scaling_up.md (exits)")

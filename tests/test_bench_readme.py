@@ -1,11 +1,14 @@
-"""The README's numbers against TRL are generated from the benchmark's raw output (docs/bench_vs_trl.txt): a stale
-README fails here (run ``python scripts/regen_tables.py``), and the parser reads what the benchmark prints."""
+"""The README's measured numbers are generated from raw outputs: against TRL from docs/bench_vs_trl.txt, the OpenMP
+waits sentence from docs/bench_waits.txt, the terminal run's table from docs/train_grpo_add.json. A stale README fails
+here (run ``python scripts/regen_tables.py``), and the parsers read what the benchmarks print."""
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 
+from rlnb.bench.train_readme import train_markdown
 from rlnb.bench.vs_trl_readme import block_markdown, parse, waits_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,3 +76,19 @@ def test_the_waits_sentence_is_generated_from_its_raw_output(tmp_path):
     raw.write_text(WAITS.splitlines()[0] + "\n")
     with pytest.raises(ValueError, match="quiet row"):
         waits_markdown(raw)
+
+
+def test_the_terminal_run_table_is_generated_from_its_summary(tmp_path):
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"<!-- train:start -->\n(.*?)\n<!-- train:end -->", text, re.S)
+    assert block and block.group(1) == train_markdown(ROOT / "docs" / "train_grpo_add.json"), \
+        "README's terminal-run table is stale: python scripts/regen_tables.py"
+    summary = {"greedy_pass@1_before": 0.2, "greedy_pass@1_after": 0.6251, "steps": 200, "wall_s_this_invocation": 99.6,
+               "mean_time_per_stage_s": {"timing/sample_s": 0.2304, "timing/reward_s": 0.002,
+                                         "timing/advantage_s": 0.0004, "timing/update_s": 0.26}}
+    raw = tmp_path / "summary.json"
+    raw.write_text(json.dumps(summary))
+    assert train_markdown(raw).splitlines()[-1] == "| 0.200 | 0.625 | 100 s | 0.230 s / 0.002 s / <0.001 s / 0.260 s |"
+    raw.write_text(json.dumps({k: v for k, v in summary.items() if k != "greedy_pass@1_after"}))
+    with pytest.raises(ValueError, match="greedy_pass@1_after"):
+        train_markdown(raw)
