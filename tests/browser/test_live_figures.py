@@ -169,6 +169,22 @@ for r in range(2, 9):  # updates while the page waits for the module, and after 
 """
 
 
+def wait_for_slow_view(page, want: int, points: int) -> None:
+    """Wait until one view draws version ``want`` of the slow figure (``points`` points); on a timeout the error
+    lists what every view on the page showed, so a failure says which step of the mend did not happen."""
+    def drawn(v):
+        return v["drawn"] == str(want) == v["latest"] and v["state"] == "drawn" and len(v["y"] or []) == points
+    try:
+        wait_for(lambda: any(drawn(v) for v in page.evaluate(VIEWS)), timeout_s=30,
+                 what=f"the slow view to draw version {want}")
+    except TimeoutError as err:
+        seen = [{k: (len(v[k]) if k == "y" and v[k] else v[k]) for k in ("name", "state", "drawn", "latest", "y")}
+                for v in page.evaluate(VIEWS)]
+        mended = page.evaluate("() => !!globalThis.__rlnbMended")
+        raise AssertionError(f"{err}; views (y: points): {seen}; mend in: {mended}; page errors: "
+                             f"{page.rlnb_errors}") from err
+
+
 def test_updates_reach_a_model_whose_module_loaded_late(lab, page):
     """anywidget drops every message to a model whose module took over 2 s to load (what a busy laptop showed as
     empty axes); rlnb's front end mends that, so the late view still draws the kernel's last update."""
@@ -177,8 +193,7 @@ def test_updates_reach_a_model_whose_module_loaded_late(lab, page):
     append_and_run(page, SLOW)
     wait_idle(page, timeout_s=60)
     want = int(kernel_eval(page, "print(slow.version)"))
-    wait_for(lambda: any(v["drawn"] == str(want) == v["latest"] and v["state"] == "drawn" and len(v["y"] or []) == 9
-                         for v in page.evaluate(VIEWS)), timeout_s=30, what=f"the slow view to draw version {want}")
+    wait_for_slow_view(page, want, points=9)
     assert not page.rlnb_errors, page.rlnb_errors  # the failure is mended, so reported as a warning only
 
 
@@ -194,5 +209,4 @@ def test_updates_reach_every_restored_model_after_a_reload_with_a_slow_module(la
     append_and_run(page, "for r in range(9, 17):\n    time.sleep(0.5)\n    slow.show(figure_json(figure(0, r))[0], '')")
     wait_idle(page, timeout_s=60)
     want = int(kernel_eval(page, "print(slow.version)"))
-    wait_for(lambda: any(v["drawn"] == str(want) == v["latest"] and v["state"] == "drawn" and len(v["y"] or []) == 17
-                         for v in page.evaluate(VIEWS)), timeout_s=30, what=f"the slow view to draw version {want}")
+    wait_for_slow_view(page, want, points=17)
