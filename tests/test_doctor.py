@@ -116,6 +116,7 @@ def test_spinning_waits_are_named_and_advised_against_when_busy():
     cpu = doctor.check_cpu(spin)
     assert cpu.status == "note" and "GOMP_SPINCOUNT=10000" in cpu.what and "unset GOMP_SPINCOUNT" in cpu.fix
     assert doctor.check_cpu({**spin, "spin": ""}).status == "ok"
+    assert doctor.check_cpu({**spin, "spin": "0"}).status == "ok"                  # a spin count of 0 never spins
     busy = doctor.check_threads(2, {**spin, "load": 9.0})
     assert busy.status == "note" and "without GOMP_SPINCOUNT" in busy.fix          # PASSIVE alone does not stop it
     assert "GOMP_SPINCOUNT" not in doctor.check_threads(1, {**spin, "load": 9.0}).fix  # one thread never waits

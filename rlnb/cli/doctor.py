@@ -19,6 +19,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from rlnb import notebook
+from rlnb.core.waits import spinning
 
 TORCH_PIN = "2.13.0"  # the Makefile's TORCH_SPEC and binder's pin (tests/test_binder_env.py keeps them equal)
 CPU_WHEEL = f"pip install torch=={TORCH_PIN} --index-url https://download.pytorch.org/whl/cpu"
@@ -158,7 +159,7 @@ def check_torch(facts: dict | None) -> Result:
 def check_cpu(cpu: dict) -> Result:
     """The cores and the OpenMP wait policy torch will start with (known before torch loads)."""
     policy = cpu["wait_policy"] or "unset"
-    if cpu.get("spin"):  # GNU OpenMP spins this long whatever the policy says (docs/bench_waits.txt)
+    if spinning({"OMP_WAIT_POLICY": "", "GOMP_SPINCOUNT": cpu.get("spin", "")}):  # whatever the policy says
         return Result("cpu", "note", f"{cpu['cores']} cores; OMP_WAIT_POLICY={policy}, GOMP_SPINCOUNT={cpu['spin']}",
                       "spinning waits: faster when nothing else runs, slower beside a browser; unset GOMP_SPINCOUNT "
                       "on a laptop")
@@ -176,8 +177,8 @@ def check_threads(threads: int, cpu: dict) -> Result:
         # OMP_WAIT_POLICY=PASSIVE. A busy moment is not a broken laptop, so this is a note, not a problem.
         fix = "other programs are using the CPU: close them"
         if (cpu["wait_policy"].upper() != "PASSIVE" or cpu.get("spin")) and threads > 1:
-            fix += ("; and export OMP_WAIT_POLICY=PASSIVE (without GOMP_SPINCOUNT) before starting JupyterLab "
-                    "(make lab does)")
+            fix += ("; and export OMP_WAIT_POLICY=PASSIVE (make lab does) without GOMP_SPINCOUNT before starting "
+                    "JupyterLab")
         return Result("threads", "note", what + ", busy: steps will be slower", fix)
     return Result("threads", "ok", what)
 

@@ -24,32 +24,17 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
 
 import torch
+
+from rlnb.core.waits import spinning
 
 # one decode step's widest matmul (2 x rows x in x out FLOPs) below this runs on one thread: the default's widest,
 # gate and up at 128 rows, is 33.5 MFLOP (one thread pays); hidden 256's is 134 MFLOP (even, so the torch setting)
 ONE_THREAD_FLOPS = 64e6
 
 
-def spinning(environ: Mapping[str, str]) -> bool:
-    """Whether OpenMP's threads spin while they wait: GNU OpenMP's ``GOMP_SPINCOUNT`` above 0 (it overrides the
-    policy), else ``OMP_WAIT_POLICY=ACTIVE``.
-
-    >>> spinning({"OMP_WAIT_POLICY": "PASSIVE"}), spinning({"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "10000"})
-    (False, True)
-    """
-    spin = environ.get("GOMP_SPINCOUNT", "").strip()
-    if spin:
-        try:
-            return float(spin.rstrip("kKmMgGtT") or 0) > 0                 # libgomp accepts 10k, 1M, ... and "infinite"
-        except ValueError:
-            return spin.lower() == "infinite"
-    return environ.get("OMP_WAIT_POLICY", "").strip().upper() == "ACTIVE"
-
-
-SPINNING = spinning(os.environ)
+SPINNING = spinning(os.environ)  # rlnb.core.waits: as GNU OpenMP reads it
 
 
 def widest_matmul_flops(config, rows: int) -> float:
