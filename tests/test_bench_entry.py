@@ -12,13 +12,13 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_every_command_names_a_module_with_a_main(capsys):
     import importlib
 
-    assert set(bench.COMMANDS) == {"loss", "step", "padding", "trl", "waits"}
+    assert set(bench.COMMANDS) == {"loss", "step", "padding", "trl", "waits", "rows"}
     for module in bench.COMMANDS.values():
         assert callable(importlib.import_module(f"rlnb.bench.{module}").main)
     assert bench.main(["nope"]) == 2 and "padding" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("command", ["padding", "trl", "waits"])
+@pytest.mark.parametrize("command", ["padding", "trl", "waits", "rows"])
 def test_a_command_reaches_its_module(command, capsys):
     with pytest.raises(SystemExit) as e:
         bench.main([command, "--help"])

@@ -13,6 +13,7 @@ import torch
 import transformers as tf
 
 import rlnb
+from rlnb.core.forward_options import using
 from rlnb.models import generate
 from rlnb.models import lean_decode as LD
 from rlnb.models import threads as TH
@@ -139,7 +140,7 @@ def test_wide_model_keeps_the_setting(default):
     ids, mask = (x.repeat(64, 1) for x in tok(["1+2=", "10+20="], padding=True, return_tensors="pt").values())
     seen, handle = spy_threads(model.get_decoder().embed_tokens)
     try:
-        with torch_threads(2):
+        with torch_threads(2), using(rows="whole"):                     # one call: the thread rule alone
             LD.sample(model, ids, mask, max_new_tokens=3, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
                       generator=torch.Generator().manual_seed(0))
     finally:

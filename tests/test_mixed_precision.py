@@ -48,13 +48,13 @@ def test_autocast_dtype_names_rlnb_wrapper_only():
 def test_the_lean_loop_runs_under_the_models_autocast_with_weights_cast_once(mixed, monkeypatch):
     model, tok = mixed
     seen = []
-    real = LD._FusedStep.__init__
+    real = LD.FusedStep.__init__
 
     def spy(self, m, s):
         real(self, m, s)
         seen.append((torch.is_autocast_enabled("cpu"), s.half, self.fused[0][1].dtype, s.kv[0][0].dtype))
 
-    monkeypatch.setattr(LD._FusedStep, "__init__", spy)
+    monkeypatch.setattr(LD.FusedStep, "__init__", spy)
     ids, mask = encode(tok, 3, 2, seed=1)
     LD.sample(model, ids, mask, max_new_tokens=6, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
     assert seen == [(True, torch.bfloat16, torch.bfloat16, torch.float32)]  # fp32 cache of bf16-rounded k, v

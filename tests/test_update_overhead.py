@@ -8,7 +8,7 @@ import torch
 import rlnb
 from rlnb.bench import vs_trl
 from rlnb.bench.update_profile import PHASES, profile_update
-from rlnb.stages.update import make_optimizer
+from rlnb.stages.optim import make_optimizer
 
 
 def test_make_optimizer_takes_the_fused_adamw_and_steps_like_the_plain_loop():

@@ -1,5 +1,8 @@
 """Where the update's time goes: one GRPO update (forward, loss, backward, clipping, optimizer) under torch.profiler.
 
+The row parts' forwards and backwards run on two threads (``rlnb.models.row_split``): a phase's CPU total is
+the calling thread's wall time in it, and the operator table counts both threads' operators.
+
 ``python scripts/bench_vs_trl.py --profile docs/bench_vs_trl_profile.txt`` writes it after the benchmark, on the
 benchmark's own trainer (its settings, its weights by then); ``profile_update`` is the function. The phases are
 the Updater's own, replayed one by one with a label each (``record_function``), so the table says how much of
@@ -16,6 +19,8 @@ import io
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from rlnb.models import row_split
+
 PHASES = ("loss", "forward", "backward", "clip_grad_norm", "optimizer")
 MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::_scaled_dot_product_flash_attention_for_cpu",
               "aten::_scaled_dot_product_flash_attention_for_cpu_backward", "aten::linear_backward")
@@ -26,23 +31,27 @@ def update_phases(updater, batch) -> dict:
     ``Updater._one_step`` runs them; returns the loss. The model's weights change as in a real step."""
     updater.model.train()
     opt = updater.optimizer
-    policy = updater.policy
+    policy = updater._policy_parts
 
     def labelled(*a, **k):
         with record_function("forward"):
             return policy(*a, **k)
 
-    updater.policy = labelled                                             # the forward inside the loss, labelled
+    updater._policy_parts = labelled                                      # the forward inside the loss, labelled
     try:
         with record_function("loss"):
             res = updater.loss(batch)                                     # includes "forward"
     finally:
-        del updater.policy
+        del updater._policy_parts
     opt.zero_grad(set_to_none=True)
+    params = [p for g in opt.param_groups for p in g["params"] if p.requires_grad]
     with record_function("backward"):
-        res.total.backward()
+        if res.parts is None:
+            res.total.backward()
+        else:                                                             # as _one_step: each part on its thread
+            row_split.backward(res.total, res.parts, params)
     with record_function("clip_grad_norm"):
-        params = [p for g in opt.param_groups for p in g["params"] if p.grad is not None]
+        params = [p for p in params if p.grad is not None]
         torch.nn.utils.clip_grad_norm_(params, updater.max_grad_norm or float("inf"))
     with record_function("optimizer"):
         opt.step()

@@ -9,19 +9,22 @@ its own time to the arithmetic. This loop computes the same numbers with the mod
   written in place at its column: nothing grows, nothing is concatenated (the reference's cache concatenates
   every layer's keys and values at every step);
 * attention for the one new query per row is two batched matmuls over the cache, keys stored transposed
-  (cheaper on a CPU than ``scaled_dot_product_attention`` at one query: see ``_Step.attend``);
+  (cheaper on a CPU than ``scaled_dot_product_attention`` at one query: see ``decode_step.Step.attend``);
 * the rotary angles and the attention mask of every step are computed once, before the loop; only the last
   position's logits exist (a decode step has one position);
 * finished rows leave the batch on the reference's schedule (once an eighth of the rows, or all but eight,
   are done; one copy of the written cache columns per drop), so the sampler draws for the same rows as the
   reference at every step: the same generator gives the same tokens. Keeping finished rows in the batch
   instead (no copy) costs more: on the benchmark's batch 3200 row-steps of arithmetic instead of about 2000;
-* plain Llama/Qwen2/Mistral layers take ``_FusedStep``: q, k and v in one matmul, gate and up in one, each
+* plain Llama/Qwen2/Mistral layers take ``decode_step.FusedStep``: q, k and v in one matmul, gate and up in one, each
   RMSNorm one call, q and k rotated together (about 22 kernels per layer instead of 60); others call the
-  model's modules (``_Step``);
+  model's modules (``decode_step.Step``);
 * one host sync per step (how many rows are done); the rest is tensor work;
 * on a CPU, a decode whose matmuls are small runs on one thread, as the reference does (``rlnb.models.threads``:
   at the default's size a second thread's wake-ups cost more than it computes);
+* on a CPU with two or more torch threads each step runs as two parts of consecutive rows on two threads, one
+  intra-op thread each, and the sampler draws once for all rows from their logits (``rlnb.models.split_decode``;
+  ``ForwardOptions(rows="whole")`` runs one call);
 * mixed precision (``rlnb.models.precision.enable_autocast``, fp32 weights): the whole loop runs under the
   model's own autocast, so each operator computes in the dtype it has in the model's forward (matmuls bf16,
   norms and the residual stream fp32); the fused weights are cast to the half dtype once per call, not per step.
@@ -34,12 +37,12 @@ it does not call) take the reference loop, so ``sample`` here is always safe to 
 from __future__ import annotations
 
 import contextlib
-import sys
 
 import torch
-import torch.nn.functional as F
 
-from rlnb.models import generate
+from rlnb.core import forward_options
+from rlnb.models import generate, split_decode
+from rlnb.models.decode_step import FusedStep, Step, fusable
 from rlnb.models.generate import cache_of, check_sample_args, distinct_prompts, next_token, position_ids
 from rlnb.models.precision import autocast_dtype
 from rlnb.models.shared_prompt import plain_kv
@@ -84,13 +87,15 @@ def sample(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, max_ne
     if not supported(model):
         return generate.sample(model, prompt_ids, prompt_mask, **kw)
     check_sample_args(model, prompt_ids, prompt_mask, temperature=temperature, max_new_tokens=max_new_tokens)
+    # read before the thread rule below lowers torch's thread count for the prefill
+    parts = split_decode.parts(prompt_ids.shape[0], prompt_ids.device, forward_options.current().rows)
     with threads(decode_threads(model, prompt_ids.shape[0], prompt_ids.device)):  # the reference's thread rule
         with torch.no_grad(), precision(model, prompt_ids.device):
             state = _prefill(model, prompt_ids, prompt_mask, max_new_tokens)
         if state is None:                                                # the prefill's cache is not plain k/v
             return generate.sample(model, prompt_ids, prompt_mask, **kw)
         with torch.no_grad(), precision(model, prompt_ids.device):
-            return _decode(model, state, **kw)
+            return _decode(model, state, parts=parts, **kw)
 
 
 def precision(model, device: torch.device):
@@ -106,7 +111,7 @@ class _State:
     the additive attention mask of every step (b, 1, 1, Tp + T) and the rotary angles (b, T, D) of every
     decoded position. ``half``: the autocast dtype the loop runs under (None: none); then the cache is fp32 holding
     keys and values rounded to ``half``, what ``scaled_dot_product_attention`` reads under autocast (see
-    ``_Step.attend``)."""
+    ``decode_step.Step.attend``)."""
 
     def __init__(self, kv, logits, mask, cos, sin, Tp, half=None):
         self.kv, self.logits, self.mask, self.cos, self.sin, self.Tp = kv, logits, mask, cos, sin, Tp
@@ -115,6 +120,11 @@ class _State:
     def rounded(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` as the cache stores it: rounded to ``half`` under autocast (written into the fp32 cache)."""
         return x if self.half is None else x.to(self.half)
+
+    def rows(self, lo: int, hi: int) -> _State:
+        """Rows ``lo:hi`` of this state, as views (writes reach this state's cache)."""
+        return _State([(K[lo:hi], V[lo:hi]) for K, V in self.kv], self.logits[lo:hi], self.mask[lo:hi],
+                      self.cos[lo:hi], self.sin[lo:hi], self.Tp, self.half)
 
     def select(self, keep: torch.Tensor, cols: int) -> None:
         """Keep the rows ``keep`` only; the cache's first ``cols`` columns are the ones written so far."""
@@ -159,7 +169,7 @@ def _prefill(model, prompt_ids, prompt_mask, T: int) -> _State | None:
 
 
 def _decode(model, s: _State, *, max_new_tokens, eos_token_id, pad_token_id, temperature, top_p, greedy,
-            generator, return_logp):
+            generator, return_logp, parts=1):
     logits = s.logits                                                    # (b, V) for the rows still running
     B, dev = logits.shape[0], logits.device
     rows = torch.arange(B, device=dev)                                   # (b,) running row -> batch row
@@ -167,7 +177,9 @@ def _decode(model, s: _State, *, max_new_tokens, eos_token_id, pad_token_id, tem
     broken = torch.zeros(B, dtype=torch.bool, device=dev)                # (B,) rows whose logits went bad
     tokens = torch.full((B, max_new_tokens), pad_token_id, dtype=torch.long, device=dev)  # (B, T)
     logps = torch.zeros(B, max_new_tokens, dtype=torch.float32, device=dev) if return_logp else None
-    step = (_FusedStep if fusable(model) else _Step)(model, s)
+    step = (FusedStep if fusable(model) else Step)(model, s)
+    if parts > 1:                                                        # row parts on parallel threads
+        step = split_decode.SplitStep(step, parts, lambda: _part_context(model, dev))
     T = max_new_tokens
     for t in range(max_new_tokens):
         bad = ~torch.isfinite(logits.amax(-1))                           # (b,) NaN, +inf, or nothing finite
@@ -188,7 +200,7 @@ def _decode(model, s: _State, *, max_new_tokens, eos_token_id, pad_token_id, tem
         if n_done and (n_done * 8 >= len(rows) or len(rows) - n_done <= 8):
             keep = torch.nonzero(~done).flatten()
             rows, tok, done = rows[keep], tok[keep], done[keep]
-            s.select(keep, s.Tp + t)
+            step.select(keep, s.Tp + t)
         logits = step(tok, t)
     if broken.any():
         bad_rows = torch.nonzero(broken).flatten()[:10].tolist()
@@ -200,130 +212,14 @@ def _decode(model, s: _State, *, max_new_tokens, eos_token_id, pad_token_id, tem
     return res + (logps[:, :T],) if return_logp else res
 
 
+@contextlib.contextmanager
+def _part_context(model, device):
+    """What ``sample`` runs the loop under, for a part's thread (a thread starts without either)."""
+    with torch.no_grad(), precision(model, device):
+        yield
+
+
 def _live(tokens: torch.Tensor, eos_token_id: int) -> torch.Tensor:
     """(B, T) True up to and including each row's first EOS (not ``!= pad``: a model may sample the pad id)."""
     eos = (tokens == eos_token_id).long()
     return (eos.cumsum(-1) - eos) == 0
-
-
-class _Step:
-    """One decode step of every row: the token sampled at step t goes in at column Tp + t; (B, V) logits out."""
-
-    def __init__(self, model, s: _State):
-        dec = model.get_decoder()
-        self.embed, self.norm, self.head = dec.embed_tokens, dec.norm, model.get_output_embeddings()
-        self.layers = list(dec.layers)
-        attn = self.layers[0].self_attn
-        self.rope = sys.modules[type(attn).__module__].apply_rotary_pos_emb  # the family's own rotation
-        self.s = s
-        V = s.kv[0][1]
-        self.Hkv, self.D = V.shape[1], V.shape[-1]
-        self.Hq = attn.q_proj.out_features // self.D
-        self.scale = getattr(attn, "scaling", self.D ** -0.5)
-
-    def __call__(self, tok: torch.Tensor, t: int) -> torch.Tensor:
-        s, B, D = self.s, tok.shape[0], self.D
-        col = s.Tp + t                                                   # this token's cache column
-        cos, sin = s.cos[:, t:t + 1], s.sin[:, t:t + 1]                  # (B, 1, D)
-        mask = s.mask[..., :col + 1]                                     # (B, 1, 1, col + 1)
-        x = self.embed(tok[:, None])                                     # (B, 1, H)
-        for layer, (K, V) in zip(self.layers, s.kv):
-            a = layer.self_attn
-            h = layer.input_layernorm(x)
-            q = a.q_proj(h).view(B, 1, self.Hq, D)
-            k = a.k_proj(h).view(B, 1, self.Hkv, D)
-            if hasattr(a, "q_norm"):                                     # Qwen3: per-head RMSNorm before rotary
-                q, k = a.q_norm(q), a.k_norm(k)
-            q, k = self.rope(q.transpose(1, 2), k.transpose(1, 2), cos, sin)  # (B, H, 1, D)
-            K[..., col] = s.rounded(k[:, :, 0])
-            V[:, :, col:col + 1] = a.v_proj(h).view(B, 1, self.Hkv, D).transpose(1, 2)
-            o = self.attend(q, K[..., :col + 1], V[:, :, :col + 1], mask)  # (B, Hq, 1, D)
-            x = x + a.o_proj(o.transpose(1, 2).reshape(B, 1, self.Hq * D))
-            x = x + layer.mlp(layer.post_attention_layernorm(x))
-        return self.head(self.norm(x[:, 0]))                             # (B, V)
-
-    def attend(self, q, K, V, mask):
-        """softmax(q K^T * scale + mask) V for one query per row, as two batched matmuls: on a CPU several times
-        cheaper than ``scaled_dot_product_attention``'s kernel at one query (measured: 170 vs 250 us at one
-        thread, 430 vs 1960 us of CPU at two). A group of query heads shares each key head (GQA) through a
-        reshape, not a copy. q (B, Hq, 1, D); K (B, H_kv, D, L) and V (B, H_kv, L, D) views of the cache;
-        mask (B, 1, 1, L) additive.
-
-        Under autocast the model's forward runs ``scaled_dot_product_attention`` on q, k and v rounded to the half
-        dtype, accumulating in fp32; this does the same (the cache holds rounded values, q is rounded here, the
-        matmuls run in fp32 outside autocast). Rounding the scores to bf16 instead (autocast's matmul) moved the
-        log-probs 3x further from the model's forward."""
-        B, g = q.shape[0], self.Hq // self.Hkv
-        off = contextlib.nullcontext() if self.s.half is None else torch.autocast(q.device.type, enabled=False)
-        with off:
-            q = q if self.s.half is None else q.to(self.s.half).to(K.dtype)
-            w = torch.matmul(q.reshape(B, self.Hkv, g, self.D), K).mul_(self.scale).add_(mask)  # (B, H_kv, g, L)
-            w = w.softmax(-1, dtype=torch.float32).to(V.dtype)
-            return torch.matmul(w, V).reshape(B, self.Hq, 1, self.D)
-
-
-def fusable(model) -> bool:
-    """True when every layer's projections are plain ``nn.Linear`` and its norms plain RMSNorms, none hooked,
-    and no per-head q/k norms (Qwen3): then ``_FusedStep`` may read their weights directly."""
-    for layer in model.get_decoder().layers:
-        a, mlp = layer.self_attn, layer.mlp
-        linears = [a.q_proj, a.k_proj, a.v_proj, a.o_proj, mlp.gate_proj, mlp.up_proj, mlp.down_proj]
-        norms = [layer.input_layernorm, layer.post_attention_layernorm]
-        if hasattr(a, "q_norm") or mlp.gate_proj.bias is not None or mlp.up_proj.bias is not None:
-            return False
-        if any(type(m) is not torch.nn.Linear for m in linears):
-            return False
-        if any(not type(n).__name__.endswith("RMSNorm") or not hasattr(n, "variance_epsilon") for n in norms):
-            return False
-        if any(m._forward_hooks or m._forward_pre_hooks or "forward" in vars(m) for m in [mlp, *linears, *norms]):
-            return False
-    return True
-
-
-class _FusedStep(_Step):
-    """The same step in fewer kernels (about 22 per layer instead of 60: at a few rows a step costs what its
-    kernel launches cost): q, k and v in one matmul, gate and up in one, each RMSNorm one ``rms_norm`` call, q
-    and k rotated together (rotate-half rotary, the convention of every family in FAMILIES). Under autocast the
-    projections' weights are cast to its dtype here, once (autocast would cast the concatenated ones every step:
-    it caches only leaf weights); the same rounding autocast applies, so the numbers do not change."""
-
-    def __init__(self, model, s: _State):
-        super().__init__(model, s)
-        dev = s.kv[0][0].device.type
-        half = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else None
-        cast = lambda w: w if w is None or half is None else w.to(half)  # noqa: E731
-        self.fused = []
-        for layer in self.layers:
-            a, mlp = layer.self_attn, layer.mlp
-            b = [a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]
-            self.fused.append((
-                _norm(layer.input_layernorm), cast(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight])),
-                None if b[0] is None else cast(torch.cat(b)), (cast(a.o_proj.weight), cast(a.o_proj.bias)),
-                _norm(layer.post_attention_layernorm), cast(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])),
-                mlp.act_fn, (cast(mlp.down_proj.weight), cast(mlp.down_proj.bias))))
-        half = self.D // 2                                               # rotate_half(x) = roll(x, D/2) * (-1 | +1)
-        self.sign = torch.cat([-torch.ones(half), torch.ones(self.D - half)]).to(s.sin)  # (D,)
-        self.final = _norm(self.norm)
-
-    def __call__(self, tok: torch.Tensor, t: int) -> torch.Tensor:
-        s, B, D, Hq, Hkv = self.s, tok.shape[0], self.D, self.Hq, self.Hkv
-        col = s.Tp + t
-        cos, sin = s.cos[:, t:t + 1], s.sin[:, t:t + 1] * self.sign      # (B, 1, D)
-        mask = s.mask[..., :col + 1]                                     # (B, 1, 1, col + 1)
-        x = self.embed(tok)                                              # (B, H)
-        for (n1, w_qkv, b_qkv, o_proj, n2, w_gu, act, down), (K, V) in zip(self.fused, s.kv):
-            qkv = F.linear(F.rms_norm(x, *n1), w_qkv, b_qkv).view(B, Hq + 2 * Hkv, D)
-            qk = qkv[:, :Hq + Hkv]                                       # (B, Hq + H_kv, D)
-            qk = qk * cos + qk.roll(D // 2, -1) * sin                    # rotary on q and k at once
-            K[..., col] = s.rounded(qk[:, Hq:])
-            V[:, :, col] = qkv[:, Hq + Hkv:]
-            o = self.attend(qk[:, :Hq, None], K[..., :col + 1], V[:, :, :col + 1], mask)  # (B, Hq, 1, D)
-            x = x + F.linear(o.reshape(B, Hq * D), *o_proj)
-            g, u = F.linear(F.rms_norm(x, *n2), w_gu).chunk(2, dim=-1)
-            x = x + F.linear(act(g) * u, *down)
-        return self.head(F.rms_norm(x, *self.final))                     # (B, V)
-
-
-def _norm(n) -> tuple:
-    """``F.rms_norm``'s (normalized_shape, weight, eps) for an RMSNorm module."""
-    return (n.weight.shape, n.weight, n.variance_epsilon)

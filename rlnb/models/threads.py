@@ -11,6 +11,9 @@ shape; at hidden 256 (MLP 1024) the two were even (0.64 against 0.57-0.74 s), at
 won (1.41 against 1.91-2.03 s). The training update was even at the default's shape and faster on two threads above
 it, so only the decode takes the rule.
 
+Where the decode's rows run as parallel parts (``rlnb.models.split_decode``: two or more torch threads, the default
+``ForwardOptions.rows``), each part runs on one thread anyway; the rule then decides the prefill's threads.
+
 The rule reads the model's shapes and the batch's rows only, never the machine's load or a timing: the thread count
 changes a matmul's rounding, and a run's numbers must not depend on how busy the machine was.
 

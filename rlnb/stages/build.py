@@ -24,10 +24,11 @@ from rlnb.algos import (
 )
 from rlnb.stages.advantage import Advantager
 from rlnb.stages.credit import PrefixValuer
+from rlnb.stages.optim import make_optimizer
 from rlnb.stages.refill import DynamicSampling
 from rlnb.stages.reward import Rewarder
 from rlnb.stages.sample import Sampler
-from rlnb.stages.update import Updater, make_optimizer
+from rlnb.stages.update import Updater
 
 
 @dataclass

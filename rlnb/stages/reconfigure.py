@@ -8,8 +8,9 @@ import contextlib
 import copy
 
 from rlnb.recipe import Recipe
+from rlnb.stages.optim import set_schedule
 from rlnb.stages.reward import Rewarder
-from rlnb.stages.update import Updater, set_schedule
+from rlnb.stages.update import Updater
 
 # what set_recipe rebuilds, and puts back when the new recipe is refused
 REBUILT = ("recipe", "ref_model", "pass_rates", "sampler", "rewarder", "refill", "valuer", "advantager", "updater",

@@ -14,10 +14,13 @@ from rlnb.algos.entropy import entropy_bonus, pushed_token_mean, top_entropy_mas
 from rlnb.algos.losses import extra_inputs
 from rlnb.algos.rollout_correction import compose, correction_metrics, importance_corrected_kl
 from rlnb.batch import Batch, require
+from rlnb.core import forward_options
 from rlnb.core.checks import check_causal_lm
 from rlnb.core.display import Readable
-from rlnb.models.forward import POLICY_INPUTS, completion_logprobs
+from rlnb.models import row_split
+from rlnb.models.forward import POLICY_INPUTS, PolicyOut, completion_logprobs
 from rlnb.recipe import check_fields
+from rlnb.stages.optim import make_optimizer, set_schedule, warmup  # noqa: F401  (their home until 12-06)
 
 
 @dataclass
@@ -56,19 +59,6 @@ class UpdateStats:
         })
 
 
-def make_optimizer(model, *, lr: float, weight_decay: float = 0.0, warmup_steps: int = 0, extra_modules=()):
-    """AdamW over the model's (and e.g. a value head's) trainable parameters, and a linear warm-up
-    (then constant) learning-rate schedule. AdamW's fused kernel (one call per parameter instead of about ten
-    small ones; on the embedded default's CPU step 2.9x faster, the same weights to 1e-7 after 200 steps)
-    where every parameter is a float on the CPU or a CUDA device, else the plain loop."""
-    check_fields(lr=lr, weight_decay=weight_decay, warmup_steps=warmup_steps)
-    params = [p for mod in (model, *extra_modules) for p in mod.parameters() if p.requires_grad]
-    fused = bool(params) and all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params)
-    opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, **({"fused": True} if fused else {}))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup(warmup_steps))
-    return opt, sched
-
-
 class MiniBatchLoss(NamedTuple):
     """One mini-batch's loss and what the stats and widgets read from it."""
 
@@ -80,27 +70,7 @@ class MiniBatchLoss(NamedTuple):
     mask: torch.Tensor                   # (b, T) tokens in the loss
     old_logp: torch.Tensor               # (b, T) pi_old: the rollout's, or the update's own (on-policy)
     correction: object = None            # the rollout correction's Correction (is_weight, gate, keep), (b, T) each
-
-
-class warmup:
-    """The schedule's factor at optimizer step s: (s + 1) / W during the warm-up, then 1 (W = 0: always 1).
-    A class, not a lambda, so the scheduler can be saved and ``set_schedule`` can change W."""
-
-    def __init__(self, warmup_steps: int):
-        self.warmup_steps = max(int(warmup_steps), 0)
-
-    def __call__(self, s: int) -> float:
-        return min(1.0, (s + 1) / self.warmup_steps) if self.warmup_steps else 1.0
-
-
-def set_schedule(optimizer, scheduler, *, lr: float, warmup_steps: int, weight_decay: float) -> None:
-    """Move a running optimizer to a new base lr, warm-up length and weight decay (between steps): the
-    current lr becomes lr x the schedule's factor at the step reached, as if it had been set from the start."""
-    scheduler.lr_lambdas = [warmup(warmup_steps) for _ in optimizer.param_groups]
-    scheduler.base_lrs = [lr for _ in optimizer.param_groups]
-    factor = scheduler.lr_lambdas[0](scheduler.last_epoch)
-    for group in optimizer.param_groups:
-        group.update(initial_lr=lr, lr=lr * factor, weight_decay=weight_decay)
+    parts: list | None = None            # each row part's PolicyOut when the forward ran split (rlnb.models.row_split)
 
 
 class Updater:
@@ -204,7 +174,7 @@ class Updater:
         total = agg(pg) + beta * agg(kl) - entropy_coef * H_bar [+ vf_coef * agg(value)], H_bar the
         ``entropy_rule``'s average (TRL's token mean over the pushed tokens by default)."""
         rows = torch.arange(mb.B) if rows is None else rows               # mini-batch row -> batch row
-        fw = self.policy(mb)                                              # logp, entropy (b, T)
+        fw, parts = self._policy_parts(mb)                                # logp, entropy (b, T)
         _finite("logits", fw.logp, rows, "the current policy's log-probs")
         old = self.old_logp(mb, fw.logp)                                  # (b, T) see on_policy, bypass_mode
         c = compose(self.corrections, fw.logp, fw.logp.detach() if self.bypass_mode else old, mb.rollout_logp,
@@ -224,7 +194,7 @@ class Updater:
         }
         if self.value_head is not None:  # PPO's critic, trained on the same hidden states
             terms["value"] = self.vf_coef * agg(self.value_loss_fn(fw.values, mb.old_values, mb.returns, m).loss, m)
-        return MiniBatchLoss(sum(terms.values()), terms, out, fw.entropy.detach(), kl_t, m, old, c)
+        return MiniBatchLoss(sum(terms.values()), terms, out, fw.entropy.detach(), kl_t, m, old, c, parts)
 
     def _policy_loss(self, fw, mb: Batch, old: torch.Tensor, m: torch.Tensor, c) -> tuple:
         """The per-token LossOut and the rollout correction's (b, T) factor on it: gate x IS weight, or the gate
@@ -241,20 +211,36 @@ class Updater:
             return mb.rollout_logp
         return mb.old_logp if mb.old_logp is not None else logp.detach()
 
-    def policy(self, mb: Batch):
+    def policy(self, mb: Batch) -> PolicyOut:
         """The current policy's per-token log-probs and entropy (and values, and the log-probs of the
         rollout's top-K tokens when the loss reads them) on the mini-batch's completions."""
+        return self._policy_parts(mb)[0]
+
+    def _policy_parts(self, mb: Batch) -> tuple[PolicyOut, list | None]:
+        """``policy(mb)`` and, when it ran as row parts on parallel threads (``rlnb.models.row_split``), each
+        part's output (None: one call)."""
         given = {arg: mb.extras[arg] for out, arg in POLICY_INPUTS.items() if out in self.loss_inputs}
-        return completion_logprobs(self.model, mb.prompt_ids, mb.prompt_mask, mb.completion_ids, mb.mask,
-                                   temperature=self.temperature, entropy=True, fp32_lm_head=self.fp32_lm_head,
-                                   value_head=self.value_head, **given)
+        opts = forward_options.current()             # a pool thread does not inherit this thread's options
+
+        def forward(r):
+            return completion_logprobs(
+                self.model, mb.prompt_ids[r], mb.prompt_mask[r], mb.completion_ids[r], mb.mask[r],
+                temperature=self.temperature, entropy=True, fp32_lm_head=self.fp32_lm_head,
+                value_head=self.value_head, options=opts, **{k: v[r] for k, v in given.items()})
+
+        rows = row_split.parts(self.model, mb.B, mb.group_size, mb.prompt_ids.device, opts.rows)
+        if rows is None:
+            return forward(slice(None)), None
+        outs = row_split.run(forward, rows)                               # parts are consecutive rows, in order
+        return PolicyOut(*[None if f[0] is None else torch.cat(f) for f in zip(*outs)]), outs
 
     def _inputs(self, fw, mb: Batch) -> dict:
         """The extra tensors the loss reads: the current policy's output of that name, else the batch's."""
         return {n: getattr(fw, n) if getattr(fw, n, None) is not None else mb.extras[n] for n in self.loss_inputs}
 
     def _one_step(self, mb: Batch, rows: torch.Tensor) -> dict:
-        total, terms, out, ent, kl_t, m, old, corr = self.loss(mb, rows)
+        res = self.loss(mb, rows)
+        total, terms, out, ent, kl_t, m, old, corr = res[:8]
         tokens = m.sum().clamp(min=1)
         grad_norm = 0.0
         if m.sum() > 0:  # a mini-batch whose rows were all filtered out contributes no step
@@ -263,8 +249,12 @@ class Updater:
                 raise ValueError(f"loss: expected a finite loss, got {total.item()} (from the KL, entropy or "
                                  "value terms; the per-token policy loss is finite)")
             self.optimizer.zero_grad(set_to_none=True)
-            total.backward()
-            params = [p for group in self.optimizer.param_groups for p in group["params"] if p.grad is not None]
+            params = [p for group in self.optimizer.param_groups for p in group["params"] if p.requires_grad]
+            if res.parts is None:
+                total.backward()
+            else:                                                        # each part's backward on its own thread
+                row_split.backward(total, res.parts, params)
+            params = [p for p in params if p.grad is not None]
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm or float("inf")))
             if not math.isfinite(grad_norm):  # stepping would write NaN into every weight
                 raise ValueError(f"grad_norm: expected a finite gradient norm, got {grad_norm} (rows {rows.tolist()[:10]})")

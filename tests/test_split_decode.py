@@ -1,0 +1,105 @@
+"""The lean decode's step as row parts on parallel threads (rlnb.models.split_decode) against one call (rows="whole").
+
+Not timed (python -m rlnb.bench rows times it). Checked on fixed prompts: the same tokens, log-probs and masks as one
+call, with rows finishing at different steps (the parts drop their own rows), under the model's autocast, on a wide
+model; each part on its own thread with one intra-op thread; and where the split does not apply.
+"""
+
+import threading
+
+import pytest
+import torch
+import transformers as tf
+
+import rlnb
+from rlnb.core.forward_options import using
+from rlnb.models import lean_decode as LD
+from rlnb.models import split_decode as SD
+from rlnb.models.precision import enable_autocast
+
+
+@pytest.fixture
+def two_threads():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+def prompts(tok, n):
+    texts = [f"{i}+{2 * i + 1}=" for i in range(n)]
+    return tok(texts, padding=True, return_tensors="pt").values()
+
+
+def decode(model, tok, ids, mask, rows, **kw):
+    with using(rows=rows):
+        return LD.sample(model, ids, mask, max_new_tokens=12, eos_token_id=tok.eos_token_id,
+                         pad_token_id=tok.pad_token_id, generator=torch.Generator().manual_seed(3), return_logp=True,
+                         **kw)
+
+
+def spy_parts(model):
+    """(thread id, torch threads) of every embedding call: the prefill and each part's step."""
+    seen = []
+    handle = model.get_decoder().embed_tokens.register_forward_pre_hook(
+        lambda *a: seen.append((threading.get_ident(), torch.get_num_threads())))
+    return seen, handle
+
+
+@pytest.mark.parametrize("temperature", [1.0, 1.7])
+def test_split_decode_gives_the_one_call_tokens(two_threads, temperature):
+    model, tok = rlnb.load_default()
+    model.eval()
+    ids, mask = prompts(tok, 48)
+    whole = decode(model, tok, ids, mask, "whole", temperature=temperature)
+    assert SD.parts(ids.shape[0], ids.device, "split") == 2
+    split = decode(model, tok, ids, mask, "split", temperature=temperature)
+    lengths = whole[1].sum(-1)
+    assert lengths.min() < lengths.max()                               # rows left the batch at different steps
+    assert torch.equal(split[0], whole[0]) and torch.equal(split[1], whole[1]) and torch.equal(split[2], whole[2])
+    torch.testing.assert_close(split[3], whole[3], rtol=0, atol=1e-5)
+
+
+def test_each_part_runs_on_its_own_thread_with_one_intra_op_thread(two_threads, monkeypatch):
+    model, tok = rlnb.load_default()
+    model.eval()
+    ids, mask = prompts(tok, 32)
+    calls = []
+    real = SD.SplitStep.__call__
+    monkeypatch.setattr(SD.SplitStep, "__call__", lambda self, tok, t: calls.append(len(tok)) or real(self, tok, t))
+    monkeypatch.setattr(LD, "fusable", lambda m: False)                 # the module path: its hooks see the parts
+    seen, handle = spy_parts(model)
+    try:
+        decode(model, tok, ids, mask, "split")
+    finally:
+        handle.remove()
+    assert calls and calls[0] == 32
+    assert len({ident for ident, _ in seen}) == 2 and {n for _, n in seen} == {1}
+    assert torch.get_num_threads() == 2
+
+
+def test_split_decode_under_autocast_and_on_a_wide_model(two_threads):
+    model, tok = rlnb.load_default()
+    model.eval()
+    enable_autocast(model, torch.bfloat16)
+    ids, mask = prompts(tok, 24)
+    for m in (model, wide(tok)):
+        whole, split = decode(m, tok, ids, mask, "whole"), decode(m, tok, ids, mask, "split")
+        assert torch.equal(split[0], whole[0])
+        torch.testing.assert_close(split[3], whole[3], rtol=0, atol=1e-5)
+
+
+def wide(tok, hidden=256):
+    cfg = tf.LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=4 * hidden, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    torch.manual_seed(0)
+    return tf.LlamaForCausalLM(cfg).eval()
+
+
+def test_parts_rule(two_threads):
+    cpu = torch.device("cpu")
+    assert SD.parts(16, cpu, "split") == 2 and SD.parts(15, cpu, "split") == 1      # 8 rows a part at least
+    assert SD.parts(128, cpu, "whole") == 1 and SD.parts(128, torch.device("meta"), "split") == 1
+    torch.set_num_threads(1)
+    assert SD.parts(128, cpu, "split") == 1
