@@ -51,6 +51,18 @@ def test_the_parser_reads_every_number_the_block_prints(tmp_path):
     assert "+0.000 [95 % CI -0.635, +0.635]" in md and "includes 0" in md   # differences 0.05, -0.05: t 12.71 x 0.05
 
 
+def test_the_row_parts_line_is_read_and_said(tmp_path):
+    line = ("threads: TRL 2; rlnb 2, decode and update as 2 row parts of 1 thread each (ForwardOptions rows='split': "
+            "rlnb.models.row_split, split_decode); OpenMP waits: OMP_WAIT_POLICY=PASSIVE, GOMP_SPINCOUNT=None (both sides)")
+    raw = tmp_path / "raw.txt"
+    old = SECTION.format(seed=0, load=1.5, ratio=2.00, trl=0.350)
+    raw.write_text(re.sub(r"^threads: .*$", line, old, flags=re.M))
+    run = parse(raw.read_text())[0]
+    assert run["row_parts"] == 2 and "decode_threads" not in run and run["waits"] == ("PASSIVE", "None")
+    assert "(+1 warm-up), rlnb's decode and update as 2 row parts of one thread each, OpenMP waits passive;" in \
+        block_markdown(raw)
+
+
 def test_a_file_without_seed_sections_is_refused(tmp_path):
     with pytest.raises(ValueError, match="== seed S"):
         parse("settings: nothing measured\n")

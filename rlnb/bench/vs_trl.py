@@ -49,6 +49,7 @@ from rlnb.export import to_trl
 from rlnb.models import DEFAULT_DIR
 from rlnb.models.precision import enable_autocast
 from rlnb.models.shared_prompt import plan
+from rlnb.models import split_decode
 from rlnb.models.threads import decode_threads
 from rlnb.run.evaluate import evaluate
 from rlnb.stages import sample as sample_mod
@@ -143,6 +144,16 @@ def rlnb_trainer(precision: str, seed: int) -> rlnb.Trainer:
     in mixed precision for bf16."""
     return rlnb.Trainer.from_pretrained(DEFAULT_DIR, "add", "grpo", seed=seed, device="cpu",
                                         autocast=None if precision == "fp32" else precision)
+
+
+def rlnb_threads(trainer, rows: int) -> str:
+    """How rlnb's step uses the threads: as row parts of one thread each, or one call (its decode's thread rule)."""
+    cpu = torch.device("cpu")
+    n = split_decode.parts(rows, cpu, trainer.forward_options.rows)
+    if n > 1:
+        return (f"decode and update as {n} row parts of 1 thread each (ForwardOptions rows="
+                f"{trainer.forward_options.rows!r}: rlnb.models.row_split, split_decode)")
+    return f"its decode {decode_threads(trainer.model, rows, cpu)} (rlnb.models.threads: one where the matmuls are small)"
 
 
 def autocast_probe(model) -> set:
@@ -270,8 +281,7 @@ def main(argv=None) -> None:
           f"precision {args.precision} (both sides), "
           f"{len(ta)} timed steps each (+{w} warm-up), interleaved; wall {t_run:.0f} s")
     rows = ours.recipe.prompts_per_step * ours.recipe.num_generations
-    print(f"threads: TRL {args.threads}; rlnb {args.threads}, its decode {decode_threads(ours.model, rows, torch.device('cpu'))} "
-          f"(rlnb.models.threads: one where the matmuls are small); OpenMP waits: OMP_WAIT_POLICY="
+    print(f"threads: TRL {args.threads}; rlnb {args.threads}, {rlnb_threads(ours, rows)}; OpenMP waits: OMP_WAIT_POLICY="
           f"{os.environ.get('OMP_WAIT_POLICY')}, GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT')} (both sides)")
     print(summary("TRL", ta, ["generate", "reward", "rollout_other", "loss_forward", "backward_optim"]))
     print(summary("rlnb", tb, ["generate", "sample_other", "reward", "advantage", "update_forward", "update_other"]))

@@ -36,8 +36,9 @@ def parse(text: str) -> list[dict]:
             elif line.startswith("settings: "):
                 r["settings"] = line[10:]
             elif line.startswith("threads: "):
-                m = re.search(r"its decode (\d+).*OMP_WAIT_POLICY=(\S+), GOMP_SPINCOUNT=(\S+)", line)
-                r["decode_threads"], r["waits"] = int(m[1]), (m[2], m[3])
+                m = re.search(r"(?:its decode (\d+)|as (\d+) row parts).*OMP_WAIT_POLICY=(\S+), GOMP_SPINCOUNT=(\S+)", line)
+                r["waits"] = (m[3], m[4])
+                r.update({"decode_threads": int(m[1])} if m[1] else {"row_parts": int(m[2])})
             elif line.startswith(("TRL ", "rlnb ")) and "s/step median" in line:
                 r[line.split()[0].lower()] = _stages(line)
             elif line.startswith("paired ratio"):
@@ -67,11 +68,14 @@ def _row(name: str, st: dict, keys: tuple, util: float, pad: float, pos: float, 
 
 
 def _threads(run: dict) -> str:
-    """rlnb's decode thread count and the OpenMP waits, when the printout has them (runs before 12-06 do not)."""
-    if "decode_threads" not in run:
+    """How rlnb used the threads (row parts since the second 12-06 runs, before that the decode's thread count) and
+    the OpenMP waits, when the printout has them (runs before 12-06 do not)."""
+    if "waits" not in run:
         return ""
     policy, spin = run["waits"]
     waits = f"OpenMP waits {policy.lower()}" + ("" if spin == "None" else f", GOMP_SPINCOUNT={spin}")
+    if "row_parts" in run:
+        return f", rlnb's decode and update as {run['row_parts']} row parts of one thread each, {waits}"
     return f", rlnb's decode on {run['decode_threads']} thread{'s' * (run['decode_threads'] > 1)}, {waits}"
 
 

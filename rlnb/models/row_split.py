@@ -19,7 +19,8 @@ the machine was.
 
 Measured on the benchmark's 2-core machine (AMD EPYC, passive waits, the embedded default's GRPO batch of 128
 rows, forward and backward with entropy, median of 6): 0.30 s in one call on two threads, 0.28 s on one thread,
-0.20 s as two parts on one thread each (``python -m rlnb.bench step`` times the whole step).
+0.20 s as two parts on one thread each. ``python -m rlnb.bench rows`` times whole steps both ways side by side
+(``docs/bench_rows.txt``).
 
 It applies on a CPU with at least two torch threads when the batch has at least two groups, no autocast is
 entered around the call (a thread does not inherit it) and no module or weight carries a hook (a hook would see
