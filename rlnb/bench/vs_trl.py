@@ -46,10 +46,9 @@ import torch
 
 import rlnb
 from rlnb.export import to_trl
-from rlnb.models import DEFAULT_DIR
+from rlnb.models import DEFAULT_DIR, split_decode
 from rlnb.models.precision import enable_autocast
 from rlnb.models.shared_prompt import plan
-from rlnb.models import split_decode
 from rlnb.models.threads import decode_threads
 from rlnb.run.evaluate import evaluate
 from rlnb.stages import sample as sample_mod
