@@ -255,7 +255,7 @@ def main(argv=None) -> None:
     calc = trl._calculate_rewards
     trl._calculate_rewards = lambda *a, **k: (count_tokens(*a, **k), calc(*a, **k))[1]
     B.wrap(sample_mod, "sample", "generate")
-    B.wrap(ours.updater, "policy", "update_forward")
+    B.wrap(ours.updater, "_policy_parts", "update_forward")  # the forward inside the loss (split or one call)
 
     t_run = time.perf_counter()
     trl.train()

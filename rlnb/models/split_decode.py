@@ -53,13 +53,19 @@ class SplitStep:
         self.context = context
 
     def select(self, keep: torch.Tensor, cols: int) -> None:
-        """Keep the running rows ``keep`` (sorted indices into the concatenated rows) in each part."""
-        lo = 0
+        """Keep the running rows ``keep`` (sorted indices into the concatenated rows) in each part; the parts copy
+        their caches at once, each on its thread."""
+        lo, work = 0, []
         for i, (part, n) in enumerate(zip(self.steps, self.sizes)):
             mine = keep[(keep >= lo) & (keep < lo + n)] - lo
             if n:
-                part.s.select(mine, cols)
+                work.append((part.s, mine))
             lo, self.sizes[i] = lo + n, len(mine)
+        if len(work) > 1:
+            row_split.run(lambda item: item[0].select(item[1], cols), work)
+        else:
+            for state, mine in work:
+                state.select(mine, cols)
 
     def __call__(self, tok: torch.Tensor, t: int) -> torch.Tensor:
         edges = [0]
