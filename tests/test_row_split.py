@@ -119,6 +119,14 @@ def test_a_part_that_fails_raises_here_after_every_part_finished(two_threads):
     assert row_split.run(lambda i: (i, torch.get_num_threads()), [0, 1]) == [(0, 1), (1, 1)]
 
 
+def test_a_part_that_splits_again_runs_its_items_in_turn(two_threads):
+    inner = lambda i: (i, threading.current_thread().name)  # noqa: E731
+    out = row_split.run(lambda i: row_split.run(inner, [10 * i, 10 * i + 1]), [0, 1])
+    assert [x for x, _ in out[0]] == [0, 1] and [x for x, _ in out[1]] == [10, 11]
+    names = {name for _, name in out[1]}
+    assert len(names) == 1 and names.pop().startswith(row_split.POOL_NAME)   # both in turn on the pool's thread
+
+
 def test_rows_is_a_forward_option_with_a_clear_error():
     assert ForwardOptions().rows == "split"
     with pytest.raises(ValueError, match=r"rows: expected one of \('split', 'whole'\)"):

@@ -31,17 +31,19 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
 PARTS = 2  # parts per update on a CPU with >= 2 threads (measured on 2 cores; more parts pay more Python per row)
+POOL_NAME = "rlnb-rows"
 
 
 @functools.cache
 def _pool() -> ThreadPoolExecutor:
     """The parts' threads, made on first use (the calling thread runs the first part itself)."""
-    return ThreadPoolExecutor(max_workers=PARTS - 1, thread_name_prefix="rlnb-rows")
+    return ThreadPoolExecutor(max_workers=PARTS - 1, thread_name_prefix=POOL_NAME)
 
 
 def parts(model, B: int, group_size: int, device: torch.device, rows: str) -> list[torch.Tensor] | None:
@@ -77,7 +79,10 @@ def _in_worker(fn, *args):
 
 def run(fn, items: list) -> list:
     """``[fn(x) for x in items]`` with the first on this thread and the rest on the pool, all at once, each on
-    one intra-op thread; the first error raised is raised here after every part has finished."""
+    one intra-op thread; the first error raised is raised here after every part has finished. Called from a part
+    (the pool's own thread), it runs the items in turn: the pool would otherwise wait for itself."""
+    if threading.current_thread().name.startswith(POOL_NAME):
+        return [fn(x) for x in items]
     with _one_thread():
         futures = [_pool().submit(_in_worker, fn, x) for x in items[1:]]
         first, error = None, None
@@ -124,5 +129,5 @@ def backward(total: torch.Tensor, part_outs: list, params: list[torch.Tensor]) -
     for j, p in enumerate(params):
         got = [r[j] for r in results if r[j] is not None]
         if got:
-            g = got[0] if len(got) == 1 else torch.stack(got).sum(0)
+            g = functools.reduce(torch.add, got)                       # in part order
             p.grad = g if p.grad is None else p.grad + g
