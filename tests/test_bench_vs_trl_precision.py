@@ -24,7 +24,9 @@ def test_a_bf16_run_prints_its_precision_and_trl_ran_under_autocast(capsys, monk
     from rlnb.stages import sample as sample_mod
 
     monkeypatch.setattr(sample_mod, "sample", sample_mod.sample)  # main wraps it with a timer: put it back after
-    vs_trl.main(["--steps", "1", "--warmup", "0", "--eval", "0", "--precision", "bf16"])
+    before = torch.get_num_threads()
+    vs_trl.main(["--steps", "1", "--warmup", "0", "--eval", "0", "--precision", "bf16", "--threads", str(before + 1)])
+    assert torch.get_num_threads() == before                  # the benchmark's --threads never outlives it
     out = capsys.readouterr().out
     assert "precision bf16 (both sides)" in out and "bf16 matmul (" in out
     assert "TRL forwards under autocast: generation True, training True; under fp32: generation False, " \

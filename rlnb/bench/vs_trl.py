@@ -205,7 +205,16 @@ def main(argv=None) -> None:
     p.add_argument("--profile", metavar="PATH", help="after the run, write torch.profiler's table of a few rlnb "
                    "updates (forward, loss, backward, optimizer) to PATH (e.g. docs/bench_vs_trl_profile.txt)")
     args = p.parse_args(argv)
+    before = torch.get_num_threads()
     torch.set_num_threads(args.threads)
+    try:
+        run(args)
+    finally:
+        torch.set_num_threads(before)                                    # a caller's setting outlives the benchmark
+
+
+def run(args) -> None:
+    """The benchmark with parsed ``args`` (``main``'s), on the thread count it set."""
     warnings.filterwarnings("ignore")
     ours = rlnb_trainer(args.precision, args.seed)
     dtype = PRECISIONS[args.precision]
