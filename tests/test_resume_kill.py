@@ -21,7 +21,8 @@ ARGS = ["--steps", "8", "--prompts-per-step", "4", "--num-generations", "4", "--
 
 def train_in_subprocess(*args):
     """``python -m rlnb train`` with this process's thread count, so its numbers match in-process runs."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS=str(torch.get_num_threads()), HF_HUB_OFFLINE="1")
+    n = str(torch.get_num_threads())  # both libraries' counts: under xdist the root conftest sets MKL's to 1 too
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS=n, MKL_NUM_THREADS=n, HF_HUB_OFFLINE="1")
     cmd = [sys.executable, "-m", "rlnb", "train", *args]
     return subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
