@@ -13,8 +13,9 @@ arithmetic is its own in either layout (the matmuls are row by row), so the toke
 the matrix library gives a row the same sums at another row count (tests compare them with ``rows="whole"``).
 
 Measured on the benchmark's 2-core machine (AMD EPYC, passive waits, the embedded default, 128 rows, 32 new
-tokens, median of 8): 0.18 s on one thread, 0.145 s as two parts (0.113 s for one half alone: the step is
-mostly per-operator cost, which a part pays in full).
+tokens, median of 8): 0.18 s on one thread, 0.145 s as two parts. One half alone takes 0.113 s: much of an
+operator's cost does not shrink with its rows (small-row matmuls, the one-query attention's batched matmuls, cache
+copies), so a part pays it in full. ``python -m rlnb.bench rows`` times whole steps both ways.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import torch
 
 from rlnb.models import row_split
 
-MIN_ROWS = 8  # a part below this many rows costs more in handing over than it computes in parallel
+MIN_ROWS = 8  # not measured: below this a part's step is nearly all fixed cost, and one call is the safe choice
 
 
 def parts(rows: int, device: torch.device, mode: str) -> int:

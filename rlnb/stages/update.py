@@ -20,7 +20,7 @@ from rlnb.core.display import Readable
 from rlnb.models import row_split
 from rlnb.models.forward import POLICY_INPUTS, PolicyOut, completion_logprobs
 from rlnb.recipe import check_fields
-from rlnb.stages.optim import make_optimizer, set_schedule, warmup  # noqa: F401  (their home until 12-06)
+from rlnb.stages.optim import make_optimizer, set_schedule, warmup  # noqa: F401  re-exported: their old home
 
 
 @dataclass
