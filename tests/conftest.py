@@ -12,6 +12,16 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch.set_num_threads(1)
 
 
+@pytest.fixture
+def two_threads():
+    """Two torch threads for one test (this conftest runs tests on one): rlnb's default layout on a 2-core laptop,
+    where the step's rows run as two parallel parts (rlnb.models.row_split); the count comes back afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def default_model():
     import rlnb

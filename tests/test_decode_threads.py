@@ -41,9 +41,9 @@ def torch_threads(n):
         torch.set_num_threads(before)
 
 
-def wide_llama(tok, hidden=512):
-    cfg = tf.LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=4 * hidden, num_hidden_layers=1,
-                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64,
+def wide_llama(tok, hidden=512, layers=1, kv_heads=4):
+    cfg = tf.LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=4 * hidden, num_hidden_layers=layers,
+                         num_attention_heads=4, num_key_value_heads=kv_heads, max_position_embeddings=64,
                          bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
     torch.manual_seed(0)
     return tf.LlamaForCausalLM(cfg).eval()

@@ -39,14 +39,6 @@ def lines_in(path: Path) -> int:
         return 0
 
 
-@pytest.fixture
-def two_threads():
-    """Both runs on two threads, whatever an earlier test left: rlnb's default layout on a 2-core laptop (the step's
-    rows as two parallel parts), and the subprocess gets the same count."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_killed_run_resumes_to_the_same_metrics(tmp_path, two_threads):

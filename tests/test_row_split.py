@@ -16,13 +16,6 @@ from rlnb.models import row_split
 SMALL = dict(prompts_per_step=4, num_generations=4, max_new_tokens=16)
 
 
-@pytest.fixture
-def two_threads():
-    """The split needs two torch threads (conftest runs tests on one)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(before)
 
 
 def staged(trainer):

@@ -9,21 +9,13 @@ import threading
 
 import pytest
 import torch
-import transformers as tf
 
 import rlnb
 from rlnb.core.forward_options import using
 from rlnb.models import lean_decode as LD
 from rlnb.models import split_decode as SD
 from rlnb.models.precision import enable_autocast
-
-
-@pytest.fixture
-def two_threads():
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(before)
+from tests.test_decode_threads import wide_llama
 
 
 def prompts(tok, n):
@@ -83,18 +75,10 @@ def test_split_decode_under_autocast_and_on_a_wide_model(two_threads):
     model.eval()
     enable_autocast(model, torch.bfloat16)
     ids, mask = prompts(tok, 24)
-    for m in (model, wide(tok)):
+    for m in (model, wide_llama(tok, 256, layers=2, kv_heads=2)):  # GQA too
         whole, split = decode(m, tok, ids, mask, "whole"), decode(m, tok, ids, mask, "split")
         assert torch.equal(split[0], whole[0])
         torch.testing.assert_close(split[3], whole[3], rtol=0, atol=1e-5)
-
-
-def wide(tok, hidden=256):
-    cfg = tf.LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=4 * hidden, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
-    torch.manual_seed(0)
-    return tf.LlamaForCausalLM(cfg).eval()
 
 
 def test_parts_rule(two_threads):
