@@ -50,9 +50,9 @@ def test_the_lean_loop_runs_under_the_models_autocast_with_weights_cast_once(mix
     seen = []
     real = LD.FusedStep.__init__
 
-    def spy(self, m, s):
-        real(self, m, s)
-        seen.append((torch.is_autocast_enabled("cpu"), s.half, self.fused[0][1].dtype, s.kv[0][0].dtype))
+    def spy(self, w, s):
+        real(self, w, s)
+        seen.append((torch.is_autocast_enabled("cpu"), s.half, w.layers[0][1].dtype, s.kv[0][0].dtype))
 
     monkeypatch.setattr(LD.FusedStep, "__init__", spy)
     ids, mask = encode(tok, 3, 2, seed=1)

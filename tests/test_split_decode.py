@@ -57,15 +57,15 @@ def test_each_part_runs_on_its_own_thread_with_one_intra_op_thread(two_threads, 
     model.eval()
     ids, mask = prompts(tok, 32)
     calls = []
-    real = SD.SplitStep.__call__
-    monkeypatch.setattr(SD.SplitStep, "__call__", lambda self, tok, t: calls.append(len(tok)) or real(self, tok, t))
+    real = SD.advance
+    monkeypatch.setattr(SD, "advance", lambda parts, *a: calls.append([len(p) for p in parts]) or real(parts, *a))
     monkeypatch.setattr(LD, "fusable", lambda m: False)                 # the module path: its hooks see the parts
     seen, handle = spy_parts(model)
     try:
         decode(model, tok, ids, mask, "split")
     finally:
         handle.remove()
-    assert calls and calls[0] == 32
+    assert calls and calls[0] == [16, 16]
     assert len({ident for ident, _ in seen}) == 2 and {n for _, n in seen} == {1}
     assert torch.get_num_threads() == 2
 
@@ -87,3 +87,42 @@ def test_parts_rule(two_threads):
     assert SD.parts(128, cpu, "whole") == 1 and SD.parts(128, torch.device("meta"), "split") == 1
     torch.set_num_threads(1)
     assert SD.parts(128, cpu, "split") == 1
+
+
+@pytest.mark.parametrize("temperature,top_p", [(1.0, 1.0), (0.7, 1.0), (1.3, 0.8)])
+def test_draw_is_torch_multinomials_draw_row_by_row(temperature, top_p):
+    """The parts sample with noise drawn once for all rows: the tokens are torch.multinomial's for the same generator,
+    whichever rows a part holds, and the generator ends in the same state."""
+    from rlnb.models.generate import next_token
+    for seed in range(20):
+        b = 17 + seed
+        logits = torch.randn(b, 50, generator=torch.Generator().manual_seed(100 + seed)) * 3
+        g_ref, g_ours = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
+        ref = next_token(logits, temperature=temperature, top_p=top_p, greedy=False, generator=g_ref)
+        noise = torch.empty(b, 50).exponential_(generator=g_ours)
+        h = b // 3
+        toks, lps = zip(*[SD.draw(logits[r], noise[r], temperature=temperature, top_p=top_p, greedy=False)
+                          for r in (slice(0, h), slice(h, b))])
+        assert torch.equal(torch.cat(toks), ref) and torch.equal(g_ours.get_state(), g_ref.get_state())
+        want = torch.log_softmax(logits / temperature, -1).gather(-1, ref[:, None])[:, 0]
+        torch.testing.assert_close(torch.cat(lps), want, rtol=0, atol=1e-6)
+    greedy, _ = SD.draw(logits, None, temperature=2.0, top_p=1.0, greedy=True)
+    assert torch.equal(greedy, logits.argmax(-1))
+
+
+def test_bad_logits_in_one_part_raise_naming_the_batch_rows(two_threads, monkeypatch):
+    """NaN in the rotary angles of batch rows 20 and 27 (both in the second part) from step 3 on: their logits go
+    NaN, and the error names those batch rows, split or in one call."""
+    model, tok = rlnb.load_default()
+    model.eval()
+    ids, mask = prompts(tok, 32)
+    real_split = SD.split
+
+    def split(step, logits, n):
+        step.s.cos[[20, 27], 3:] = float("nan")                         # the state of every row, before the parts
+        return real_split(step, logits, n)
+
+    monkeypatch.setattr(SD, "split", split)
+    for rows in ("split", "whole"):
+        with pytest.raises(ValueError, match=r"rows \[20, 27\]"):
+            decode(model, tok, ids, mask, rows)

@@ -16,15 +16,19 @@ its own time to the arithmetic. This loop computes the same numbers with the mod
   are done; one copy of the written cache columns per drop), so the sampler draws for the same rows as the
   reference at every step: the same generator gives the same tokens. Keeping finished rows in the batch
   instead (no copy) costs more: on the benchmark's batch 3200 row-steps of arithmetic instead of about 2000;
-* plain Llama/Qwen2/Mistral layers take ``decode_step.FusedStep``: q, k and v in one matmul, gate and up in one, each
-  RMSNorm one call, q and k rotated together (about 22 kernels per layer instead of 60); others call the
-  model's modules (``decode_step.Step``);
-* one host sync per step (how many rows are done); the rest is tensor work;
+* plain Llama/Qwen2/Mistral layers take ``decode_step.FusedStep``: q, k and v in one matmul, gate and up in one,
+  each RMSNorm one call (in fp32 its weight folded into the matmul after it, and each residual add into the
+  matmul before it), q and k rotated together, the attention's scale and mask inside its first batched matmul
+  (about 24 operator calls per layer instead of 60); others call the model's modules (``decode_step.Step``);
+* the sampler's noise for every running row is drawn once per step from the generator, in row order, and each
+  part of the rows samples its own rows from it (``split_decode.draw``: ``torch.multinomial``'s own draw, so the
+  same generator gives the same tokens); logits with NaN or inf show as non-finite log-probs, and the loop raises
+  naming those rows after it ends;
 * on a CPU, a decode whose matmuls are small runs on one thread, as the reference does (``rlnb.models.threads``:
   at the default's size a second thread's wake-ups cost more than it computes);
 * on a CPU with two or more torch threads each step runs as two parts of consecutive rows on two threads, one
-  intra-op thread each, and the sampler draws once for all rows from their logits (``rlnb.models.split_decode``;
-  ``ForwardOptions(rows="whole")`` runs one call);
+  intra-op thread each, each part sampling its own rows (``rlnb.models.split_decode``; ``ForwardOptions(rows=
+  "whole")`` runs one part on the calling thread);
 * mixed precision (``rlnb.models.precision.enable_autocast``, fp32 weights): the whole loop runs under the
   model's own autocast, so each operator computes in the dtype it has in the model's forward (matmuls bf16,
   norms and the residual stream fp32); the fused weights are cast to the half dtype once per call, not per step.
@@ -42,8 +46,8 @@ import torch
 
 from rlnb.core import forward_options
 from rlnb.models import generate, split_decode
-from rlnb.models.decode_step import FusedStep, Step, fusable
-from rlnb.models.generate import cache_of, check_sample_args, distinct_prompts, next_token, position_ids
+from rlnb.models.decode_step import FusedStep, State, Step, fusable, weights
+from rlnb.models.generate import cache_of, check_sample_args, distinct_prompts, position_ids
 from rlnb.models.precision import autocast_dtype
 from rlnb.models.shared_prompt import plain_kv
 from rlnb.models.threads import decode_threads, threads
@@ -105,38 +109,7 @@ def precision(model, device: torch.device):
     return contextlib.nullcontext() if dtype is None else torch.autocast(device.type, dtype=dtype)
 
 
-class _State:
-    """What the loop reads: the cache (per layer keys (b, H_kv, D, Tp + T), stored transposed so that q K^T is
-    one batched matmul over contiguous rows, and values (b, H_kv, Tp + T, D)), the first logits,
-    the additive attention mask of every step (b, 1, 1, Tp + T) and the rotary angles (b, T, D) of every
-    decoded position. ``half``: the autocast dtype the loop runs under (None: none); then the cache is fp32 holding
-    keys and values rounded to ``half``, what ``scaled_dot_product_attention`` reads under autocast (see
-    ``decode_step.Step.attend``)."""
-
-    def __init__(self, kv, logits, mask, cos, sin, Tp, half=None):
-        self.kv, self.logits, self.mask, self.cos, self.sin, self.Tp = kv, logits, mask, cos, sin, Tp
-        self.half = half
-
-    def rounded(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` as the cache stores it: rounded to ``half`` under autocast (written into the fp32 cache)."""
-        return x if self.half is None else x.to(self.half)
-
-    def rows(self, lo: int, hi: int) -> _State:
-        """Rows ``lo:hi`` of this state, as views (writes reach this state's cache)."""
-        return _State([(K[lo:hi], V[lo:hi]) for K, V in self.kv], self.logits[lo:hi], self.mask[lo:hi],
-                      self.cos[lo:hi], self.sin[lo:hi], self.Tp, self.half)
-
-    def select(self, keep: torch.Tensor, cols: int) -> None:
-        """Keep the rows ``keep`` only; the cache's first ``cols`` columns are the ones written so far."""
-        kv = []
-        for K, V in self.kv:
-            K2, V2 = K.new_empty((len(keep),) + K.shape[1:]), V.new_empty((len(keep),) + V.shape[1:])
-            K2[..., :cols], V2[:, :, :cols] = K[keep, ..., :cols], V[keep, :, :cols]
-            kv.append((K2, V2))
-        self.kv, self.mask, self.cos, self.sin = kv, self.mask[keep], self.cos[keep], self.sin[keep]
-
-
-def _prefill(model, prompt_ids, prompt_mask, T: int) -> _State | None:
+def _prefill(model, prompt_ids, prompt_mask, T: int) -> State | None:
     B, Tp = prompt_ids.shape
     attn = prompt_mask.long()
     pos = position_ids(attn)                                             # (B, Tp)
@@ -151,10 +124,10 @@ def _prefill(model, prompt_ids, prompt_mask, T: int) -> _State | None:
     rows = inv if share else torch.arange(B, device=prompt_ids.device)
     dev = prompt_ids.device.type
     half = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else None
-    kv, s = [], _State(None, None, None, None, None, Tp, half)
+    kv, s = [], State(None, None, None, None, None, Tp, half)
     for k, v in layers:                                                  # (U or B, H_kv, Tp, D)
         dtype = (k.dtype, v.dtype) if half is None else (torch.float32, torch.float32)
-        K = k.new_empty((B, k.shape[1], k.shape[-1], Tp + T), dtype=dtype[0])  # (B, H_kv, D, Tp + T): see _State
+        K = k.new_empty((B, k.shape[1], k.shape[-1], Tp + T), dtype=dtype[0])  # (B, H_kv, D, Tp + T): see State
         V = v.new_empty((B, v.shape[1], Tp + T, v.shape[-1]), dtype=dtype[1])  # (B, H_kv, Tp + T, D)
         K[..., :Tp], V[:, :, :Tp] = s.rounded(k[rows].transpose(-1, -2)), s.rounded(v[rows])
         kv.append((K, V))
@@ -168,48 +141,35 @@ def _prefill(model, prompt_ids, prompt_mask, T: int) -> _State | None:
     return s                                                             # first logits (B, V)
 
 
-def _decode(model, s: _State, *, max_new_tokens, eos_token_id, pad_token_id, temperature, top_p, greedy,
+def _decode(model, s: State, *, max_new_tokens, eos_token_id, pad_token_id, temperature, top_p, greedy,
             generator, return_logp, parts=1):
-    logits = s.logits                                                    # (b, V) for the rows still running
-    B, dev = logits.shape[0], logits.device
-    rows = torch.arange(B, device=dev)                                   # (b,) running row -> batch row
-    done = torch.zeros(B, dtype=torch.bool, device=dev)                  # (b,) EOS sampled, row not yet dropped
-    broken = torch.zeros(B, dtype=torch.bool, device=dev)                # (B,) rows whose logits went bad
-    tokens = torch.full((B, max_new_tokens), pad_token_id, dtype=torch.long, device=dev)  # (B, T)
-    logps = torch.zeros(B, max_new_tokens, dtype=torch.float32, device=dev) if return_logp else None
-    step = (FusedStep if fusable(model) else Step)(model, s)
-    if parts > 1:                                                        # row parts on parallel threads
-        step = split_decode.SplitStep(step, parts, lambda: _part_context(model, dev))
-    T = max_new_tokens
+    B, V = s.logits.shape
+    out = split_decode.Out(B, max_new_tokens, eos_token_id, pad_token_id, s.logits.device)
+    step = FusedStep(weights(model, s.half), s) if fusable(model) else Step(model, s)
+    opts = dict(temperature=temperature, top_p=top_p, greedy=greedy)
+    context = lambda: _part_context(model, s.logits.device)             # noqa: E731  what each part runs under
+    b, drop, T = B, False, max_new_tokens
+    rows = split_decode.split(step, s.logits, parts)                     # one part: on this thread
     for t in range(max_new_tokens):
-        bad = ~torch.isfinite(logits.amax(-1))                           # (b,) NaN, +inf, or nothing finite
-        broken[rows] |= bad & ~done
-        logits = logits.masked_fill(bad[:, None], 0.0)                   # keep sampling; we raise below
-        tok = next_token(logits, temperature=temperature, top_p=top_p, greedy=greedy, generator=generator)
-        tokens[rows, t] = tok.masked_fill(done, pad_token_id)
-        if return_logp:
-            lp = torch.log_softmax(logits.float() / temperature, dim=-1).gather(-1, tok[:, None])[:, 0]
-            logps[rows, t] = lp.masked_fill(done, 0.0)
-        done = done | (tok == eos_token_id)
-        n_done = int(done.sum())                                         # the one host sync of a step
-        if n_done == len(rows) or t == max_new_tokens - 1:
+        # torch.multinomial's noise for every running row, drawn here in row order (split_decode.draw)
+        noise = None if greedy else torch.empty(b, V, device=s.logits.device).exponential_(generator=generator)
+        n_done = split_decode.advance(rows, t, noise, drop, out, opts, context)  # the one host sync per step
+        if n_done == b or t == max_new_tokens - 1:
             T = t + 1
             break
         # finished rows leave in batches, on the reference's schedule: the sampler then draws for the same rows
         # as the reference at every step (same tokens for the same generator); one cache copy per drop
-        if n_done and (n_done * 8 >= len(rows) or len(rows) - n_done <= 8):
-            keep = torch.nonzero(~done).flatten()
-            rows, tok, done = rows[keep], tok[keep], done[keep]
-            step.select(keep, s.Tp + t)
-        logits = step(tok, t)
+        drop = bool(n_done) and (n_done * 8 >= b or b - n_done <= 8)
+        b -= n_done if drop else 0
+    tokens, logps = out.tokens[:, :T], out.logps[:, :T]
+    broken = ~torch.isfinite(logps).all(-1)                              # NaN/inf logits while the row ran
     if broken.any():
         bad_rows = torch.nonzero(broken).flatten()[:10].tolist()
         raise ValueError(f"logits: NaN or inf in the model's logits for rows {bad_rows} while sampling "
                          "(diverged weights? try a lower lr or max_grad_norm)")
-    tokens = tokens[:, :T]
     live = _live(tokens, eos_token_id)                                   # (B, T)
     res = (tokens, live.float(), ~(live & (tokens == eos_token_id)).any(-1))
-    return res + (logps[:, :T],) if return_logp else res
+    return res + (logps,) if return_logp else res
 
 
 @contextlib.contextmanager

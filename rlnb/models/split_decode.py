@@ -1,30 +1,39 @@
-"""The lean decode's step (``rlnb.models.lean_decode``) as row parts on parallel threads, one intra-op thread each.
+"""The lean decode's rows as parts (``rlnb.models.lean_decode``): each part runs its rows' step and samples its rows'
+tokens, on parallel threads where there are two parts, one intra-op thread each.
 
 A decode step of the embedded default is about a hundred small operators over 128 rows; on two threads that
 wait passively each operator first wakes the other thread, which costs more than the second thread computes
 (``rlnb.models.threads``), so the decode ran on one thread. Cut into parts of consecutive rows instead, each part
-runs the whole step (every layer, its own rows' cache) on its own thread with no wake-up in between: the
-threads meet once per token, where the sampler draws.
+runs the whole step (every layer, its own rows' cache) and then samples its own rows on its own thread, with no
+wake-up in between: the threads meet once per token.
 
-What stays the same: the sampler still draws once for all running rows on the calling thread, from the
-parts' logits concatenated in row order, so the generator draws what it draws in one call; finished rows leave
-each part on the same schedule, so each part always holds a run of consecutive running rows. Each row's
-arithmetic is its own in either layout (the matmuls are row by row), so the tokens are the one-call tokens where
-the matrix library gives a row the same sums at another row count (tests compare them with ``rows="whole"``).
+Why the tokens are the one-call tokens: ``torch.multinomial`` draws one sample per row as argmax(p / q) with q
+exponential noise drawn for the whole (rows, V) batch from the generator, so the noise is drawn here once for all
+running rows, on the calling thread, in row order, and each part divides its own rows' probabilities by its own
+rows of it (``draw``; tests check it against ``torch.multinomial``). Finished rows leave each part on the
+reference's schedule, so each part always holds a run of consecutive running rows and the noise's rows line up.
+Each row's arithmetic is its own in either layout (the matmuls are row by row), so the tokens are the one-call
+tokens where the matrix library gives a row the same sums at another row count (tests compare them with
+``rows="whole"``, one part on the calling thread).
 
-Measured on the benchmark's 2-core machine (AMD EPYC, passive waits, the embedded default, 128 rows, 32 new
-tokens, median of 8): 0.18 s on one thread, 0.145 s as two parts. One half alone takes 0.113 s: much of an
-operator's cost does not shrink with its rows (small-row matmuls, the one-query attention's batched matmuls, cache
-copies), so a part pays it in full. ``python -m rlnb.bench rows`` times whole steps both ways.
+What limits it: every operator call takes Python's lock, and two threads issuing calls of tens of microseconds hand
+the lock over at nearly every call. Measured on the benchmark's 2-core machine (AMD EPYC, passive waits, the
+embedded default, 32 new tokens): a 64-row decode alone takes 0.09-0.10 s; two at once take 0.13-0.17 s each as two
+threads of one process, 0.10-0.11 s each as two processes (also in lockstep, meeting once per token). So the
+fewer calls a part makes per step the better (``decode_step.FusedStep``, and the sampling in the parts). A second
+process for the second part was built and measured (the noise sent to it per step, its rows' cache and the fused
+weights per decode): 0.15-0.16 s per 128-row decode against 0.17 s on threads, about 4 % of a training step,
+because the prefill stays serial and the weights cross a pipe each decode; not kept for that gain against a
+process to manage in every notebook. ``python -m rlnb.bench rows`` times whole steps both ways
+(``docs/bench_rows.txt``).
 """
 
 from __future__ import annotations
 
-import copy
-
 import torch
 
 from rlnb.models import row_split
+from rlnb.models.generate import top_p_filter
 
 MIN_ROWS = 8  # not measured: below this a part's step is nearly all fixed cost, and one call is the safe choice
 
@@ -38,46 +47,95 @@ def parts(rows: int, device: torch.device, mode: str) -> int:
     return n
 
 
-class SplitStep:
-    """``step`` (a ``decode_step.Step``) over consecutive row parts of its state, each on its own thread;
-    ``context()`` gives each part's thread what the calling thread runs under (no grad, the model's autocast)."""
+def draw(logits: torch.Tensor, noise: torch.Tensor | None, *, temperature: float, top_p: float,
+         greedy: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(tokens (b,), their log-probs (b,)) for ``logits`` (b, V): argmax if greedy, else ``generate.next_token``'s
+    temperature/top-p sample with ``noise`` (b, V), the exponential noise ``torch.multinomial`` would draw for
+    these rows. Log-probs before top-p, as the reference records them; NaN where the logits are not finite."""
+    z = logits if logits.dtype == torch.float32 else logits.float()     # (b, V)
+    z = z if temperature == 1.0 else z / temperature                     # x / 1.0 is x: one operator fewer
+    if greedy:
+        tok = logits.argmax(-1)
+    else:
+        tok = top_p_filter(z, top_p).softmax(-1).div_(noise).argmax(-1)  # multinomial's own draw: argmax(p / q)
+    return tok, z.log_softmax(-1).gather(-1, tok[:, None]).view(-1)
 
-    def __init__(self, step, n: int, context):
-        B = step.s.kv[0][0].shape[0]
-        edges = [B * i // n for i in range(n + 1)]
-        self.steps = []
-        for lo, hi in zip(edges, edges[1:]):
-            part = copy.copy(step)                                       # shares the fused weights
-            part.s = step.s.rows(lo, hi)
-            self.steps.append(part)
-        self.sizes = [hi - lo for lo, hi in zip(edges, edges[1:])]
-        self.context = context
 
-    def select(self, keep: torch.Tensor, cols: int) -> None:
-        """Keep the running rows ``keep`` (sorted indices into the concatenated rows) in each part; the parts copy
-        their caches at once, each on its thread."""
-        lo, work = 0, []
-        for i, (part, n) in enumerate(zip(self.steps, self.sizes)):
-            mine = keep[(keep >= lo) & (keep < lo + n)] - lo
-            if n:
-                work.append((part.s, mine))
-            lo, self.sizes[i] = lo + n, len(mine)
-        if len(work) > 1:
-            row_split.run(lambda item: item[0].select(item[1], cols), work)
-        else:
-            for state, mine in work:
-                state.select(mine, cols)
+class Out:
+    """What the parts write at their batch rows: tokens (B, T), pad after EOS, and their log-probs (B, T), 0 there
+    (NaN where a running row's logits were not finite)."""
 
-    def __call__(self, tok: torch.Tensor, t: int) -> torch.Tensor:
-        edges = [0]
-        for n in self.sizes:
-            edges.append(edges[-1] + n)
-        work = [(part, tok[lo:hi]) for part, lo, hi in zip(self.steps, edges, edges[1:]) if hi > lo]
+    def __init__(self, B: int, T: int, eos: int, pad: int, device):
+        self.eos, self.pad = eos, pad
+        self.tokens = torch.full((B, T), pad, dtype=torch.long, device=device)
+        self.logps = torch.zeros(B, T, dtype=torch.float32, device=device)
 
-        def run(item):
-            part, rows = item
-            with self.context():
-                return part(rows, t)
 
-        outs = row_split.run(run, work) if len(work) > 1 else [run(work[0])]
-        return torch.cat(outs)                                           # (b, V) in row order
+class Part:
+    """Consecutive running rows of the decode: their step (its state holds their cache), their next logits, which
+    batch rows they are, and which of them are done (EOS sampled, not yet dropped)."""
+
+    def __init__(self, step, rows: torch.Tensor, logits: torch.Tensor):
+        self.step, self.rows, self.logits = step, rows, logits           # (b,), (b, V)
+        self.done = torch.zeros(len(rows), dtype=torch.bool, device=rows.device)
+        self.tok, self.n_done = None, 0
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def clear(self) -> None:
+        """All its rows have left."""
+        self.rows, self.done, self.n_done = self.rows[:0], self.done[:0], 0
+
+    def advance(self, t: int, noise, drop: bool, out, opts: dict) -> int:
+        """Step t for these rows: drop the done ones if ``drop``, feed the token of step t - 1, sample step t's
+        into ``out`` (tokens and log-probs at the batch rows); returns how many of the rows are now done."""
+        if drop:
+            keep = torch.nonzero(~self.done).flatten()
+            self.rows, self.tok, self.done, self.n_done = self.rows[keep], self.tok[keep], self.done[keep], 0
+            self.step.select(keep, self.step.s.Tp + t - 1)             # the columns written so far
+        if t > 0:
+            self.logits = self.step(self.tok, t - 1)
+        tok, lp = draw(self.logits, noise, **opts)
+        shown = tok
+        if self.n_done:                                                  # rows done, not yet dropped: pad and 0
+            shown, lp = tok.masked_fill(self.done, out.pad), lp.masked_fill(self.done, 0.0)
+        out.tokens[self.rows, t] = shown
+        out.logps[self.rows, t] = lp
+        self.done |= tok == out.eos
+        self.tok, self.n_done = tok, int(self.done.sum())
+        return self.n_done
+
+
+def edges(B: int, n: int) -> list[int]:
+    """Where ``n`` parts of ``B`` consecutive rows start, and the end."""
+    return [B * i // n for i in range(n + 1)]
+
+
+def split(step, logits: torch.Tensor, n: int) -> list[Part]:
+    """``n`` parts of consecutive rows of ``step``'s state; each part's step shares the fused weights."""
+    B = logits.shape[0]
+    if n == 1:
+        return [Part(step, torch.arange(B, device=logits.device), logits)]
+    return [Part(step.part(step.s.rows(lo, hi)), torch.arange(lo, hi, device=logits.device), logits[lo:hi])
+            for lo, hi in zip(edges(B, n)[:-1], edges(B, n)[1:])]
+
+
+def advance(parts: list[Part], t: int, noise, drop: bool, out: Out, opts: dict, context) -> int:
+    """Every part's step t with its own rows of ``noise`` (on parallel threads where there are several, each
+    under ``context()``); returns how many running rows are done."""
+    work, lo = [], 0
+    for part in parts:
+        n = len(part) - (part.n_done if drop else 0)                    # its rows after the drop
+        if n == 0:                                                       # all its rows left: it is done with
+            part.clear()
+            continue
+        work.append((part, None if noise is None else noise[lo:lo + n]))
+        lo += n
+
+    def run(item):
+        part, nz = item
+        with context():
+            return part.advance(t, nz, drop, out, opts)
+
+    return sum(row_split.run(run, work) if len(work) > 1 else [run(w) for w in work])
