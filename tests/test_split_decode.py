@@ -126,3 +126,21 @@ def test_bad_logits_in_one_part_raise_naming_the_batch_rows(two_threads, monkeyp
     for rows in ("split", "whole"):
         with pytest.raises(ValueError, match=r"rows \[20, 27\]"):
             decode(model, tok, ids, mask, rows)
+
+
+def test_the_noise_is_float32_whatever_the_default_dtype(two_threads, monkeypatch):
+    """torch.multinomial draws its noise in the probabilities' dtype, fp32: under a float64 default dtype the parts
+    must still get fp32 noise (float64 noise holds the same draws rounded differently, so p / q could tip a near
+    tie another way than the reference)."""
+    model, tok = rlnb.load_default()
+    model.eval()
+    ids, mask = prompts(tok, 16)
+    seen, real = [], SD.draw
+    monkeypatch.setattr(SD, "draw", lambda logits, noise, **kw: seen.append(noise.dtype) or real(logits, noise, **kw))
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        decode(model, tok, ids, mask, "split")
+    finally:
+        torch.set_default_dtype(before)
+    assert seen and set(seen) == {torch.float32}

@@ -6,6 +6,7 @@ which is also what a decode worker process runs (``rlnb.models.decode_worker``).
 from __future__ import annotations
 
 import contextlib
+import copy
 import sys
 from typing import NamedTuple
 
@@ -61,8 +62,8 @@ class Step:
 
     def part(self, s: State) -> Step:
         """The same step over another state (a part's rows)."""
-        other = object.__new__(Step)
-        other.__dict__.update(self.__dict__, s=s)
+        other = copy.copy(self)
+        other.s = s
         return other
 
     def select(self, keep: torch.Tensor, cols: int) -> None:

@@ -151,8 +151,10 @@ def _decode(model, s: State, *, max_new_tokens, eos_token_id, pad_token_id, temp
     b, drop, T = B, False, max_new_tokens
     rows = split_decode.split(step, s.logits, parts)                     # one part: on this thread
     for t in range(max_new_tokens):
-        # torch.multinomial's noise for every running row, drawn here in row order (split_decode.draw)
-        noise = None if greedy else torch.empty(b, V, device=s.logits.device).exponential_(generator=generator)
+        # torch.multinomial's noise for every running row (fp32, as for its fp32 probabilities), drawn here in
+        # row order (split_decode.draw)
+        noise = None if greedy else torch.empty(b, V, dtype=torch.float32, device=s.logits.device).exponential_(
+            generator=generator)
         n_done = split_decode.advance(rows, t, noise, drop, out, opts, context)  # the one host sync per step
         if n_done == b or t == max_new_tokens - 1:
             T = t + 1
