@@ -19,7 +19,8 @@ its own time to the arithmetic. This loop computes the same numbers with the mod
 * plain Llama/Qwen2/Mistral layers take ``decode_step.FusedStep``: q, k and v in one matmul, gate and up in one,
   each RMSNorm one call (in fp32 its weight folded into the matmul after it, and each residual add into the
   matmul before it), q and k rotated together, the attention's scale and mask inside its first batched matmul
-  (about 24 operator calls per layer instead of 60); others call the model's modules (``decode_step.Step``);
+  (about 25 operator calls per layer; the model's modules make about 60); others call the model's modules
+  (``decode_step.Step``);
 * the sampler's noise for every running row is drawn once per step from the generator, in row order, and each
   part of the rows samples its own rows from it (``split_decode.draw``: ``torch.multinomial``'s own draw, so the
   same generator gives the same tokens); logits with NaN or inf show as non-finite log-probs, and the loop raises
