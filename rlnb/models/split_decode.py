@@ -117,8 +117,9 @@ def split(step, logits: torch.Tensor, n: int) -> list[Part]:
     B = logits.shape[0]
     if n == 1:
         return [Part(step, torch.arange(B, device=logits.device), logits)]
+    cuts = edges(B, n)
     return [Part(step.part(step.s.rows(lo, hi)), torch.arange(lo, hi, device=logits.device), logits[lo:hi])
-            for lo, hi in zip(edges(B, n)[:-1], edges(B, n)[1:])]
+            for lo, hi in zip(cuts, cuts[1:])]
 
 
 def advance(parts: list[Part], t: int, noise, drop: bool, out: Out, opts: dict, context) -> int:
