@@ -36,12 +36,12 @@ class State:
                      self.cos[lo:hi], self.sin[lo:hi], self.Tp, self.half)
 
     def select(self, keep: torch.Tensor, cols: int) -> None:
-        """Keep the rows ``keep`` only; the cache's first ``cols`` columns are the ones written so far."""
-        kv = []
+        """Keep the rows ``keep`` (sorted) only, moved up in place: the cache's first ``cols`` columns, the ones
+        written so far, go to its first rows (a new cache per drop cost more: its fresh pages)."""
+        n, kv = len(keep), []
         for K, V in self.kv:
-            K2, V2 = K.new_empty((len(keep),) + K.shape[1:]), V.new_empty((len(keep),) + V.shape[1:])
-            K2[..., :cols], V2[:, :, :cols] = K[keep, ..., :cols], V[keep, :, :cols]
-            kv.append((K2, V2))
+            K[:n, ..., :cols], V[:n, :, :cols] = K[keep, ..., :cols], V[keep, :, :cols]  # gathered first, then moved
+            kv.append((K[:n], V[:n]))
         self.kv, self.mask, self.cos, self.sin = kv, self.mask[keep], self.cos[keep], self.sin[keep]
 
 
