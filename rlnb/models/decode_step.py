@@ -1,7 +1,6 @@
 """One step of the lean decode (``rlnb.models.lean_decode``): the token sampled at step t goes in at column
 Tp + t of every layer's cache, (b, V) logits come out. ``Step`` calls the model's own modules; ``FusedStep``
-computes the same in fewer operators from plain tensors (``Weights``) where the layers are plain (``fusable``),
-which is also what a decode worker process runs (``rlnb.models.decode_worker``)."""
+computes the same in fewer operators from plain tensors (``Weights``) where the layers are plain (``fusable``)."""
 
 from __future__ import annotations
 
