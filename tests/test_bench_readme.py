@@ -63,6 +63,19 @@ def test_the_row_parts_line_is_read_and_said(tmp_path):
         block_markdown(raw)
 
 
+def test_the_decode_worker_line_is_read_and_said(tmp_path):
+    line = ("threads: TRL 2; rlnb 2, decode and update as 2 row parts of 1 thread each (ForwardOptions rows='split': "
+            "rlnb.models.row_split, split_decode); OpenMP waits: OMP_WAIT_POLICY=PASSIVE, GOMP_SPINCOUNT=None (both sides)"
+            "\nrlnb's decode worker process (rlnb.models.decode_worker): ready; it played the second row part in 200 "
+            "of 203 decodes")
+    raw = tmp_path / "raw.txt"
+    old = SECTION.format(seed=0, load=1.5, ratio=2.00, trl=0.350)
+    raw.write_text(re.sub(r"^threads: .*$", line, old, flags=re.M))
+    assert parse(raw.read_text())[0]["worker"] == (200, 203)
+    assert ("rlnb's decode and update as 2 row parts of one thread each (the decode's second part in a worker "
+            "process in 200 of 203 decodes), OpenMP waits passive;") in block_markdown(raw)
+
+
 def test_a_file_without_seed_sections_is_refused(tmp_path):
     with pytest.raises(ValueError, match="== seed S"):
         parse("settings: nothing measured\n")

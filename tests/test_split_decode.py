@@ -1,4 +1,5 @@
-"""The lean decode's step as row parts on parallel threads (rlnb.models.split_decode) against one call (rows="whole").
+"""The lean decode's step as row parts on parallel threads (rlnb.models.split_decode) against one call (rows="whole");
+the second part in the decode worker's process is tests/test_decode_worker.py's.
 
 Not timed (python -m rlnb.bench rows times it). Checked on fixed prompts: the same tokens, log-probs and masks as one
 call, with rows finishing at different steps (the parts drop their own rows), under the model's autocast, on a wide
@@ -12,10 +13,17 @@ import torch
 
 import rlnb
 from rlnb.core.forward_options import using
+from rlnb.models import decode_worker as DW
 from rlnb.models import lean_decode as LD
 from rlnb.models import split_decode as SD
 from rlnb.models.precision import enable_autocast
 from tests.test_decode_threads import wide_llama
+
+
+@pytest.fixture(autouse=True)
+def on_threads(monkeypatch):
+    """Both parts on threads of this process: the decode worker's second part is tests/test_decode_worker.py's."""
+    monkeypatch.setattr(DW, "start", lambda *a, **k: None)
 
 
 def prompts(tok, n):

@@ -3,7 +3,8 @@ one call (``rows="whole"``), side by side.
 
 On a CPU with two or more torch threads rlnb cuts the decode's step (``rlnb.models.split_decode``) and the update's
 forward and backward (``rlnb.models.row_split``) into parts of consecutive rows, each on its own thread with one
-intra-op thread, instead of cutting every operator between threads that wait for each other. Two trainers of the
+intra-op thread (the decode's second part in a worker process where its matmuls are small:
+``rlnb.models.decode_worker``), instead of cutting every operator between threads that wait for each other. Two trainers of the
 embedded default at the vs-TRL benchmark's settings and seed, one per mode, step in turn (one warm-up each), so both
 see the same machine; the table prints median seconds per step and stage and the ratio, and how far apart the two
 runs' losses are (the same numbers to rounding at first; a sampled token that flips on a rounding difference makes
@@ -26,8 +27,10 @@ def measure(steps: int, threads: int) -> dict[str, list[dict]]:
     import torch
 
     from rlnb.bench.vs_trl import rlnb_trainer
+    from rlnb.models import decode_worker
 
     torch.set_num_threads(threads)
+    decode_worker.ready()                     # the split decode's second part in its process from the first step
     trainers = {}
     for mode in MODES:
         trainers[mode] = rlnb_trainer("fp32", 0)

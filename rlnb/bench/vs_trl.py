@@ -46,7 +46,7 @@ import torch
 
 import rlnb
 from rlnb.export import to_trl
-from rlnb.models import DEFAULT_DIR, split_decode
+from rlnb.models import DEFAULT_DIR, decode_worker, split_decode
 from rlnb.models.precision import enable_autocast
 from rlnb.models.shared_prompt import plan
 from rlnb.models.threads import decode_threads
@@ -155,6 +155,19 @@ def rlnb_threads(trainer, rows: int) -> str:
     return f"its decode {decode_threads(trainer.model, rows, cpu)} (rlnb.models.threads: one where the matmuls are small)"
 
 
+def count_worker_use() -> list[bool]:
+    """A list that fills with whether the decode worker played a part (``rlnb.models.decode_worker``), per decode."""
+    uses, real = [], decode_worker.start
+
+    def start(*args, **kwargs):
+        remote = real(*args, **kwargs)
+        uses.append(remote is not None)
+        return remote
+
+    decode_worker.start = start
+    return uses
+
+
 def autocast_probe(model) -> set:
     """Watch ``model``'s first decoder layer: the returned set fills with (grad enabled, autocast enabled) per call,
     so the benchmark can say whether generation (no grad) and the training forward (grad) ran under autocast."""
@@ -251,6 +264,8 @@ def run(args) -> None:
                 update=m["timing/update_s"])
 
     trl = build_trl(ours, args, rlnb_step)
+    worker_ready = decode_worker.ready()      # started before the first step, so no timed decode waits for it
+    worker_use = count_worker_use()
     trl_autocast = autocast_probe(trl.model)
 
     def count_tokens(inputs, prompts, completions, completion_ids_list):
@@ -291,6 +306,8 @@ def run(args) -> None:
     rows = ours.recipe.prompts_per_step * ours.recipe.num_generations
     print(f"threads: TRL {args.threads}; rlnb {args.threads}, {rlnb_threads(ours, rows)}; OpenMP waits: OMP_WAIT_POLICY="
           f"{os.environ.get('OMP_WAIT_POLICY')}, GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT')} (both sides)")
+    print(f"rlnb's decode worker process (rlnb.models.decode_worker): {'ready' if worker_ready else 'not started'}; "
+          f"it played the second row part in {sum(worker_use)} of {len(worker_use)} decodes")
     print(summary("TRL", ta, ["generate", "reward", "rollout_other", "loss_forward", "backward_optim"]))
     print(summary("rlnb", tb, ["generate", "sample_other", "reward", "advantage", "update_forward", "update_other"]))
     q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3

@@ -39,6 +39,9 @@ def parse(text: str) -> list[dict]:
                 m = re.search(r"(?:its decode (\d+)|as (\d+) row parts).*OMP_WAIT_POLICY=(\S+), GOMP_SPINCOUNT=(\S+)", line)
                 r["waits"] = (m[3], m[4])
                 r.update({"decode_threads": int(m[1])} if m[1] else {"row_parts": int(m[2])})
+            elif line.startswith("rlnb's decode worker process"):
+                m = re.search(r"second row part in (\d+) of (\d+) decodes", line)
+                r["worker"] = (int(m[1]), int(m[2]))
             elif line.startswith(("TRL ", "rlnb ")) and "s/step median" in line:
                 r[line.split()[0].lower()] = _stages(line)
             elif line.startswith("paired ratio"):
@@ -75,7 +78,10 @@ def _threads(run: dict) -> str:
     policy, spin = run["waits"]
     waits = f"OpenMP waits {policy.lower()}" + ("" if spin == "None" else f", GOMP_SPINCOUNT={spin}")
     if "row_parts" in run:
-        return f", rlnb's decode and update as {run['row_parts']} row parts of one thread each, {waits}"
+        played, decodes = run.get("worker", (0, 0))
+        worker = (f" (the decode's second part in a worker process in {played} of {decodes} decodes)"
+                  if played else "")
+        return f", rlnb's decode and update as {run['row_parts']} row parts of one thread each{worker}, {waits}"
     return f", rlnb's decode on {run['decode_threads']} thread{'s' * (run['decode_threads'] > 1)}, {waits}"
 
 

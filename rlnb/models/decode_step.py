@@ -191,9 +191,8 @@ class FusedStep:
     def __init__(self, w: Weights, s: State):
         self.w, self.s = w, s
         self.Hq, self.Hkv, self.D, self.scale = w.Hq, w.Hkv, w.D, w.scale
-        self.residual = _addmm if w.fold else _add_linear
-        half_d = self.D // 2                                             # rotate_half(x) = roll(x, D/2) * (-1 | +1)
-        self.sign = torch.cat([-torch.ones(half_d), torch.ones(self.D - half_d)]).to(s.sin)  # (D,)
+        self.residual = addmm_residual if w.fold else _add_linear
+        self.sign = rotary_sign(self.D, s.sin)                           # (D,)
         self._views()
 
     def _views(self) -> None:
@@ -256,7 +255,13 @@ def _out(linear, cast) -> tuple:
     return (w.t(), w, cast(linear.bias))
 
 
-def _addmm(x, a, w_t, w, b):
+def rotary_sign(D: int, like: torch.Tensor) -> torch.Tensor:
+    """(D,) signs that make ``x.roll(D // 2, -1) * sign`` rotate-half(x): -1 on the first half, +1 on the second."""
+    half = D // 2
+    return torch.cat([-torch.ones(half), torch.ones(D - half)]).to(like)
+
+
+def addmm_residual(x, a, w_t, w, b):
     """x + a W^T (+ b) in one matmul (fp32)."""
     y = torch.addmm(x, a, w_t)
     return y if b is None else y.add_(b)

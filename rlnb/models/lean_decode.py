@@ -4,7 +4,9 @@
 forward's bookkeeping (a growing cache object, a fresh causal mask, position embeddings, output objects) adds
 its own time to the arithmetic. This loop computes the same numbers with the model's own modules:
 
-* the prompts are prefilled by the model's forward as in the reference (each distinct prompt once);
+* the prompts are prefilled once each (a group's rows share theirs): in fp32 plain layers from the fused weights
+  (``lean_prefill``: the model's forward in about 20 operators a layer), else by the model's forward as in the
+  reference;
 * their keys and values go into one preallocated cache per layer and each new token's keys and values are
   written in place at its column: nothing grows, nothing is concatenated (the reference's cache concatenates
   every layer's keys and values at every step);
@@ -29,7 +31,9 @@ its own time to the arithmetic. This loop computes the same numbers with the mod
   at the default's size a second thread's wake-ups cost more than it computes);
 * on a CPU with two or more torch threads each step runs as two parts of consecutive rows on two threads, one
   intra-op thread each, each part sampling its own rows (``rlnb.models.split_decode``; ``ForwardOptions(rows=
-  "whole")`` runs one part on the calling thread);
+  "whole")`` runs one part on the calling thread); where the matmuls are small the second part runs in a worker
+  process instead, which also prefills its rows (``rlnb.models.decode_worker``: two processes do not queue for
+  one Python lock; the same tokens);
 * mixed precision (``rlnb.models.precision.enable_autocast``, fp32 weights): the whole loop runs under the
   model's own autocast, so each operator computes in the dtype it has in the model's forward (matmuls bf16,
   norms and the residual stream fp32); the fused weights are cast to the half dtype once per call, not per step.
@@ -46,9 +50,9 @@ import contextlib
 import torch
 
 from rlnb.core import forward_options
-from rlnb.models import generate, split_decode
+from rlnb.models import decode_worker, generate, lean_prefill, row_split, split_decode
 from rlnb.models.decode_step import FusedStep, State, Step, fusable, weights
-from rlnb.models.generate import cache_of, check_sample_args, distinct_prompts, position_ids
+from rlnb.models.generate import cache_of, check_sample_args, position_ids
 from rlnb.models.precision import autocast_dtype
 from rlnb.models.shared_prompt import plain_kv
 from rlnb.models.threads import decode_threads, threads
@@ -94,13 +98,44 @@ def sample(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, max_ne
     check_sample_args(model, prompt_ids, prompt_mask, temperature=temperature, max_new_tokens=max_new_tokens)
     # read before the thread rule below lowers torch's thread count for the prefill
     parts = split_decode.parts(prompt_ids.shape[0], prompt_ids.device, forward_options.current().rows)
-    with threads(decode_threads(model, prompt_ids.shape[0], prompt_ids.device)):  # the reference's thread rule
-        with torch.no_grad(), precision(model, prompt_ids.device):
-            state = _prefill(model, prompt_ids, prompt_mask, max_new_tokens)
-        if state is None:                                                # the prefill's cache is not plain k/v
-            return generate.sample(model, prompt_ids, prompt_mask, **kw)
-        with torch.no_grad(), precision(model, prompt_ids.device):
-            return _decode(model, state, parts=parts, **kw)
+    rng = _rng_state(generator)
+    try:
+        return _sample(model, prompt_ids, prompt_mask, parts, kw, use_worker=True)
+    except decode_worker.WorkerFailed:                                   # it died mid-decode: again on threads,
+        _set_rng_state(generator, rng)                                   # from the same generator state
+        return _sample(model, prompt_ids, prompt_mask, parts, kw, use_worker=False)
+
+
+def _sample(model, prompt_ids, prompt_mask, parts: int, kw: dict, use_worker: bool):
+    dev, T = prompt_ids.device, kw["max_new_tokens"]
+    opts = dict(temperature=kw["temperature"], top_p=kw["top_p"], greedy=kw["greedy"])
+    with threads(decode_threads(model, prompt_ids.shape[0], dev)):     # the reference's thread rule
+        with torch.no_grad(), precision(model, dev):
+            half = torch.get_autocast_dtype(dev.type) if torch.is_autocast_enabled(dev.type) else None
+            w = weights(model, half) if fusable(model) else None
+            # the last rows' part in the decode worker's process where it applies (it prefills them meanwhile)
+            remote = decode_worker.start(model, w, prompt_ids, prompt_mask, parts if use_worker else 1, T, opts,
+                                         kw["eos_token_id"], kw["pad_token_id"])
+        with decode_worker.held(remote):
+            lo = remote.lo if remote is not None else len(prompt_ids)
+            with torch.no_grad(), precision(model, dev):
+                state = _prefill(model, prompt_ids[:lo], prompt_mask[:lo], T, half, w, 1 if remote else parts)
+            if state is None:                                            # the prefill's cache is not plain k/v
+                return generate.sample(model, prompt_ids, prompt_mask, **kw)
+            with torch.no_grad(), precision(model, dev):
+                step = FusedStep(w, state) if w is not None else Step(model, state)
+                return _decode(model, step, remote, parts=parts, B=len(prompt_ids), **kw)
+
+
+def _rng_state(generator):
+    return torch.get_rng_state() if generator is None else generator.get_state()
+
+
+def _set_rng_state(generator, state) -> None:
+    if generator is None:
+        torch.set_rng_state(state)
+    else:
+        generator.set_state(state)
 
 
 def precision(model, device: torch.device):
@@ -110,47 +145,42 @@ def precision(model, device: torch.device):
     return contextlib.nullcontext() if dtype is None else torch.autocast(device.type, dtype=dtype)
 
 
-def _prefill(model, prompt_ids, prompt_mask, T: int) -> State | None:
-    B, Tp = prompt_ids.shape
+def _prefill(model, prompt_ids, prompt_mask, T: int, half, w, parts: int) -> State | None:
+    """The decode's ``State`` for these rows: their prompts' keys and values (each distinct prompt once) from the
+    fused weights where they fold the norms (fp32 plain layers: ``lean_prefill``, as the decode's ``parts`` row
+    parts on parallel threads), else from the model's forward; None where that forward's cache is not plain keys
+    and values."""
+    Tp = prompt_ids.shape[1]
     attn = prompt_mask.long()
     pos = position_ids(attn)                                             # (B, Tp)
-    first, inv = distinct_prompts(prompt_ids, prompt_mask)               # (U,), (B,)
-    share = 2 * len(first) <= B
-    sel = first if share else slice(None)
-    out = model(input_ids=prompt_ids[sel], attention_mask=attn[sel], position_ids=pos[sel], use_cache=True,
-                logits_to_keep=1)
-    layers = plain_kv(cache_of(out))
+    dec = model.get_decoder()
+    if w is not None and w.fold:
+        cos, sin = dec.rotary_emb(w.embed[None, :1], position_ids=pos)   # (B, Tp, D) each
+        cuts = split_decode.edges(len(prompt_ids), parts)
+        layers, logits, rows = lean_prefill.prefill_parts(w, prompt_ids, attn, cos, sin, cuts, row_split.run)
+    else:
+        sel, rows = lean_prefill.shared_rows(prompt_ids, prompt_mask)
+        out = model(input_ids=prompt_ids[sel], attention_mask=attn[sel], position_ids=pos[sel], use_cache=True,
+                    logits_to_keep=1)
+        layers, logits = plain_kv(cache_of(out)), out.logits[:, -1][rows]
     if layers is None or any(k.shape[-2] != Tp for k, _ in layers):
         return None
-    rows = inv if share else torch.arange(B, device=prompt_ids.device)
-    dev = prompt_ids.device.type
-    half = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else None
-    kv, s = [], State(None, None, None, None, None, Tp, half)
-    for k, v in layers:                                                  # (U or B, H_kv, Tp, D)
-        dtype = (k.dtype, v.dtype) if half is None else (torch.float32, torch.float32)
-        K = k.new_empty((B, k.shape[1], k.shape[-1], Tp + T), dtype=dtype[0])  # (B, H_kv, D, Tp + T): see State
-        V = v.new_empty((B, v.shape[1], Tp + T, v.shape[-1]), dtype=dtype[1])  # (B, H_kv, Tp + T, D)
-        K[..., :Tp], V[:, :, :Tp] = s.rounded(k[rows].transpose(-1, -2)), s.rounded(v[rows])
-        kv.append((K, V))
-    keep = torch.cat([prompt_mask.bool(), prompt_mask.new_ones(B, T, dtype=torch.bool)], dim=1)  # (B, Tp + T)
-    mask = torch.zeros(keep.shape, dtype=kv[0][0].dtype, device=keep.device).masked_fill(~keep, float("-inf"))
-    dec = model.get_decoder()
-    steps = pos[:, -1:] + 1 + torch.arange(T, device=pos.device)        # (B, T) positions of the fed tokens
-    x = dec.embed_tokens(prompt_ids[:, :1])                              # dtype/device probe for the angles
-    cos, sin = dec.rotary_emb(x.to(kv[0][0].dtype), position_ids=steps)  # (B, T, D) each
-    s.kv, s.logits, s.mask, s.cos, s.sin = kv, out.logits[:, -1][rows], mask[:, None, None], cos, sin
-    return s                                                             # first logits (B, V)
+    dtype = torch.float32 if half is not None else layers[0][0].dtype
+    cos, sin = lean_prefill.decode_angles(model, prompt_ids, pos, T, dtype)
+    return lean_prefill.state(layers, logits, rows, prompt_mask, cos, sin, T, half)
 
 
-def _decode(model, s: State, *, max_new_tokens, eos_token_id, pad_token_id, temperature, top_p, greedy,
+def _decode(model, step, remote, *, B, max_new_tokens, eos_token_id, pad_token_id, temperature, top_p, greedy,
             generator, return_logp, parts=1):
-    B, V = s.logits.shape
+    s = step.s
+    V = s.logits.shape[1]
     out = split_decode.Out(B, max_new_tokens, eos_token_id, pad_token_id, s.logits.device)
-    step = FusedStep(weights(model, s.half), s) if fusable(model) else Step(model, s)
     opts = dict(temperature=temperature, top_p=top_p, greedy=greedy)
     context = lambda: _part_context(model, s.logits.device)             # noqa: E731  what each part runs under
     b, drop, T = B, False, max_new_tokens
-    rows = split_decode.split(step, s.logits, parts)                     # one part: on this thread
+    # one part: on this thread; two: the second on a thread, or in the decode worker's process (``remote``)
+    rows = split_decode.split(step, s.logits, parts) if remote is None else [
+        split_decode.Part(step, torch.arange(remote.lo, device=s.logits.device), s.logits), remote]
     for t in range(max_new_tokens):
         # torch.multinomial's noise for every running row (fp32, as for its fp32 probabilities), drawn here in
         # row order (split_decode.draw)
@@ -164,6 +194,8 @@ def _decode(model, s: State, *, max_new_tokens, eos_token_id, pad_token_id, temp
         # as the reference at every step (same tokens for the same generator); one cache copy per drop
         drop = bool(n_done) and (n_done * 8 >= b or b - n_done <= 8)
         b -= n_done if drop else 0
+    if remote is not None:
+        remote.finish(out)
     tokens, logps = out.tokens[:, :T], out.logps[:, :T]
     broken = ~torch.isfinite(logps).all(-1)                              # NaN/inf logits while the row ran
     if broken.any():

@@ -20,12 +20,10 @@ What limits it: every operator call takes Python's lock, and two threads issuing
 the lock over at nearly every call. Measured on the benchmark's 2-core machine (AMD EPYC, passive waits, the
 embedded default, 32 new tokens): a 64-row decode alone takes 0.09-0.10 s; two at once take 0.13-0.17 s each as two
 threads of one process, 0.10-0.11 s each as two processes (also in lockstep, meeting once per token). So the
-fewer calls a part makes per step the better (``decode_step.FusedStep``, and the sampling in the parts). A second
-process for the second part was built and measured (the noise sent to it per step, its rows' cache and the fused
-weights per decode): 0.15-0.16 s per 128-row decode against 0.17 s on threads, about 4 % of a training step,
-because the prefill stays serial and the weights cross a pipe each decode; not kept for that gain against a
-process to manage in every notebook. ``python -m rlnb.bench rows`` times whole steps both ways
-(``docs/bench_rows.txt``).
+fewer calls a part makes per step the better (``decode_step.FusedStep``, and the sampling in the parts), and
+where the matmuls are small the second part runs in a worker process instead of on a thread
+(``rlnb.models.decode_worker``: the same ``Part`` code there, so the same tokens). ``python -m rlnb.bench rows``
+times whole steps both ways (``docs/bench_rows.txt``).
 """
 
 from __future__ import annotations
@@ -69,6 +67,13 @@ class Out:
         self.eos, self.pad = eos, pad
         self.tokens = torch.full((B, T), pad, dtype=torch.long, device=device)
         self.logps = torch.zeros(B, T, dtype=torch.float32, device=device)
+
+    @classmethod
+    def over(cls, tokens: torch.Tensor, logps: torch.Tensor, eos: int, pad: int) -> Out:
+        """An ``Out`` writing into given tensors (the decode worker's, in its shared file), already pad and 0."""
+        out = cls.__new__(cls)
+        out.eos, out.pad, out.tokens, out.logps = eos, pad, tokens, logps
+        return out
 
 
 class Part:
@@ -124,7 +129,8 @@ def split(step, logits: torch.Tensor, n: int) -> list[Part]:
 
 def advance(parts: list[Part], t: int, noise, drop: bool, out: Out, opts: dict, context) -> int:
     """Every part's step t with its own rows of ``noise`` (on parallel threads where there are several, each
-    under ``context()``); returns how many running rows are done."""
+    under ``context()``; a part played by the decode worker, ``rlnb.models.decode_worker``, runs in its process
+    meanwhile); returns how many running rows are done."""
     work, lo = [], 0
     for part in parts:
         n = len(part) - (part.n_done if drop else 0)                    # its rows after the drop
@@ -134,9 +140,15 @@ def advance(parts: list[Part], t: int, noise, drop: bool, out: Out, opts: dict, 
         work.append((part, None if noise is None else noise[lo:lo + n]))
         lo += n
 
+    remote = [(part, nz) for part, nz in work if getattr(part, "remote", False)]
+    for part, nz in remote:
+        part.send(t, nz, drop)
+    work = [(part, nz) for part, nz in work if not getattr(part, "remote", False)]
+
     def run(item):
         part, nz = item
         with context():
             return part.advance(t, nz, drop, out, opts)
 
-    return sum(row_split.run(run, work) if len(work) > 1 else [run(w) for w in work])
+    n_done = sum(row_split.run(run, work) if len(work) > 1 else [run(w) for w in work])
+    return n_done + sum(part.receive() for part, _ in remote)
