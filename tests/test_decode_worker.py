@@ -191,3 +191,36 @@ def test_the_shared_file_is_gone_once_the_worker_has_mapped_it(default):
     decode(model, tok, ids, mask, True)
     path = DW.KEEPER.worker.shared.path
     assert path and not os.path.exists(path)
+
+
+def test_an_idle_worker_exits_and_the_next_decode_starts_another():
+    from rlnb.models import decode_process as P
+    r, w = os.pipe()
+    back_r, back_w = os.pipe()
+    try:
+        done = []
+        import threading
+        t = threading.Thread(target=lambda: done.append(P.serve(r, back_w, idle=0.2)))
+        t.start()
+        assert P.recv(back_r) == {"ready": True}
+        t.join(timeout=10)
+        assert done == [None]                                            # returned: no decode began in 0.2 s
+    finally:
+        for fd in (r, w, back_r, back_w):
+            os.close(fd)
+
+
+def test_no_room_for_the_shared_file_means_threads_from_then_on(default, monkeypatch):
+    from rlnb.models import decode_process as P
+    model, tok = default
+    ids, mask = prompts(tok, 8)
+    want = decode(model, tok, ids, mask, False)
+
+    def full(fd, nbytes):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(P, "_reserve", full)
+    monkeypatch.setattr(DW.KEEPER, "failed", False)                     # back after the test
+    monkeypatch.setattr(DW.KEEPER.worker, "shared", None)              # a new file is needed
+    assert same(decode(model, tok, ids, mask, True, expect=False), want)
+    assert DW.KEEPER.failed and DW.acquire() is None

@@ -10,6 +10,7 @@ import contextlib
 import json
 import math
 import os
+import select
 import signal
 import struct
 import sys
@@ -23,6 +24,7 @@ from rlnb.models.decode_step import FusedStep, Weights
 from rlnb.models.split_decode import Out, Part
 
 ALIGN = 64  # bytes: every tensor in the shared file starts at a multiple
+IDLE_S = 600.0  # not measured: a worker with no decode for this long exits (its ~250 MB RSS back)
 
 
 # ---------------------------------------------------------------- the wire: length-prefixed JSON on raw pipes
@@ -63,7 +65,12 @@ class Shared:
         self.created = path is None
         if path is None:
             fd, path = tempfile.mkstemp(prefix="rlnb-decode-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
-            os.ftruncate(fd, nbytes)
+            try:
+                _reserve(fd, nbytes)
+            except OSError:
+                os.close(fd)
+                os.unlink(path)
+                raise
             os.close(fd)
         self.path, self.nbytes = path, nbytes
         self.buf = torch.from_file(path, shared=True, size=nbytes, dtype=torch.uint8)
@@ -82,6 +89,15 @@ class Shared:
             n = math.prod(shape) * dt.itemsize
             out[name] = self.buf[off:off + n].view(dt).view(shape)
         return out
+
+
+def _reserve(fd: int, nbytes: int) -> None:
+    """The file's pages now where the system can (``posix_fallocate``): a full /dev/shm then fails here (OSError),
+    not with SIGBUS at the first write into a page it cannot give."""
+    if hasattr(os, "posix_fallocate"):
+        os.posix_fallocate(fd, 0, nbytes)
+    else:
+        os.ftruncate(fd, nbytes)
 
 
 def layout(specs: list[tuple[str, torch.dtype, tuple]]) -> tuple[list, int]:
@@ -123,12 +139,15 @@ class Session:
         return self.part.advance(msg["t"], noise, msg["drop"], self.out, self.opts)
 
 
-def serve(r: int, w: int) -> None:
-    """Answer the parent's messages on ``r`` through ``w`` until ``r`` closes."""
+def serve(r: int, w: int, idle: float = IDLE_S) -> None:
+    """Answer the parent's messages on ``r`` through ``w`` until ``r`` closes, or no decode has begun for ``idle``
+    seconds (a notebook left open should not keep a process; the parent starts another when it decodes again)."""
     send(w, {"ready": True})
     shared, session = None, None
     with torch.no_grad():
         while True:
+            if session is None and not select.select([r], [], [], idle)[0]:
+                return
             try:
                 msg = recv(r)
             except EOFError:

@@ -190,6 +190,10 @@ def start(model, w, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, n_parts
         return None
     try:
         return RemotePart(worker, model, w, prompt_ids, prompt_mask, T, opts, eos, pad)
+    except OSError:                                                      # no shared file here: threads from now on
+        release(worker, ok=False)
+        KEEPER.failed = True
+        return None
     except BaseException:
         release(worker, ok=False)
         raise
