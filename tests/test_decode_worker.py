@@ -60,6 +60,14 @@ def default(two_threads):
     return model, tok
 
 
+@pytest.fixture
+def eight(default):
+    """(model, tok, ids, mask, the threads' decode of them): 8 prompts of 4 rows, 16 rows a part."""
+    model, tok = default
+    ids, mask = prompts(tok, 8)
+    return model, tok, ids, mask, decode(model, tok, ids, mask, False)
+
+
 def same(a, b) -> bool:
     return all(torch.equal(x, y) for x, y in zip(a, b))
 
@@ -81,10 +89,8 @@ def test_the_worker_gives_the_tokens_the_threads_give(default, n, kw):
     torch.testing.assert_close(in_worker[3], whole[3], rtol=0, atol=1e-5)
 
 
-def test_a_worker_that_dies_mid_decode_costs_only_time(default, monkeypatch):
-    model, tok = default
-    ids, mask = prompts(tok, 8)
-    want = decode(model, tok, ids, mask, False)
+def test_a_worker_that_dies_mid_decode_costs_only_time(eight, monkeypatch):
+    model, tok, ids, mask, want = eight
     first = DW.KEEPER.worker
     real = DW.RemotePart.receive
 
@@ -101,14 +107,12 @@ def test_a_worker_that_dies_mid_decode_costs_only_time(default, monkeypatch):
     got = decode(model, tok, ids, mask, True, expect=[True, False])      # again on threads, same generator state
     assert same(got, want) and calls == [True, False] and first.proc.returncode is not None
     monkeypatch.setattr(DW.RemotePart, "receive", real)
-    assert DW.ready() and DW.KEEPER.worker is not first                        # a new worker for the next decode
+    assert DW.ready() and DW.KEEPER.worker is not first                  # a new worker for the next decode
     assert same(decode(model, tok, ids, mask, True), want)
 
 
-def test_an_interrupted_decode_stops_the_worker(default, monkeypatch):
-    model, tok = default
-    ids, mask = prompts(tok, 8)
-    want = decode(model, tok, ids, mask, False)
+def test_an_interrupted_decode_stops_the_worker(eight, monkeypatch):
+    model, tok, ids, mask, want = eight
     worker = DW.KEEPER.worker
     real = SD.Part.advance
 
@@ -210,11 +214,9 @@ def test_an_idle_worker_exits_and_the_next_decode_starts_another():
             os.close(fd)
 
 
-def test_no_room_for_the_shared_file_means_threads_from_then_on(default, monkeypatch):
+def test_no_room_for_the_shared_file_means_threads_from_then_on(eight, monkeypatch):
     from rlnb.models import decode_process as P
-    model, tok = default
-    ids, mask = prompts(tok, 8)
-    want = decode(model, tok, ids, mask, False)
+    model, tok, ids, mask, want = eight
 
     def full(fd, nbytes):
         raise OSError(28, "No space left on device")
