@@ -226,3 +226,25 @@ def test_no_room_for_the_shared_file_means_threads_from_then_on(eight, monkeypat
     monkeypatch.setattr(DW.KEEPER.worker, "shared", None)              # a new file is needed
     assert same(decode(model, tok, ids, mask, True, expect=False), want)
     assert DW.KEEPER.failed and DW.acquire() is None
+
+
+def test_a_worker_that_dies_before_it_is_ready_is_not_started_again(monkeypatch):
+    """A broken environment (the worker cannot import torch): one start, then threads, not one start per decode."""
+    started = []
+
+    class Broken:
+        def __init__(self):
+            started.append(self)
+            self.ready = DW.threading.Event()
+
+        def alive(self):
+            return False
+
+        def stop(self):
+            pass
+
+    monkeypatch.setattr(DW, "Worker", Broken)
+    keeper = DW._Keeper()
+    assert isinstance(keeper.current(), Broken)
+    assert keeper.current() is None and keeper.current() is None and keeper.failed
+    assert len(started) == 1

@@ -108,8 +108,9 @@ class Worker:
 
 
 class _Keeper:
-    """This process's one worker: started on first use (where starting fails, never again), replaced when it
-    died; a lock so that two decodes at once (a lab's race) start one worker."""
+    """This process's one worker: started on first use, replaced when it died after it had been ready (an idle
+    exit, a kill); where starting fails, or a worker dies before it is ready (a broken environment), never again,
+    so no decode pays for starting one; a lock so that two decodes at once (a lab's race) start one worker."""
 
     def __init__(self):
         self.worker: Worker | None = None
@@ -119,6 +120,7 @@ class _Keeper:
     def current(self) -> Worker | None:
         with self.lock:
             if self.worker is not None and not self.worker.alive():
+                self.failed = self.failed or not self.worker.ready.is_set()
                 self.worker.stop()
                 self.worker = None
             if self.worker is None and not self.failed:
