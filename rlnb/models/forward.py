@@ -26,7 +26,7 @@ from rlnb.core import forward_options
 from rlnb.core.checks import check_model_inputs
 from rlnb.core.forward_options import LM_HEAD_PATHS, ForwardOptions, check_choice
 from rlnb.kernels.fused_linear import linear_chunk_rows
-from rlnb.models import shared_prompt
+from rlnb.models import lean_forward, shared_prompt
 from rlnb.models.buckets import bucketed_hidden
 from rlnb.models.generate import position_ids
 
@@ -87,6 +87,9 @@ def completion_hidden(model, prompt_ids, prompt_mask, completion_ids, mask, *,
     in force in this thread)."""
     mode, decoder = padding or forward_options.current().padding, model.get_decoder()
     if mode == "shared":
+        hidden = lean_forward.shared_hidden(model, prompt_ids, prompt_mask, completion_ids, mask)
+        if hidden is not None:                                           # plain layers: the same in fewer calls
+            return hidden
         hidden = shared_prompt.shared_hidden(decoder, prompt_ids, prompt_mask, completion_ids, mask)
         if hidden is not None:
             return hidden

@@ -64,8 +64,15 @@ FAMILIES = ("llama", "qwen2", "qwen3", "mistral")
 
 def supported(model) -> bool:
     """True when the lean loop computes what ``model``'s own forward computes (see the module doc)."""
-    if getattr(model, "training", False) or type(model).__name__.startswith("Peft"):
-        return False                                                     # dropout; a wrapper's own forward
+    return not getattr(model, "training", False) and plain(model)         # training: dropout
+
+
+def plain(model) -> bool:
+    """True when ``model`` is one of the ``FAMILIES``' plain decoders (full attention over every earlier key, one
+    rotary convention), with no forward replaced and no hook on a module a lean path skips: what ``supported``
+    asks of a model apart from its mode (``rlnb.models.lean_forward`` asks the same in training)."""
+    if type(model).__name__.startswith("Peft"):
+        return False                                                     # a wrapper's own forward
     cfg = getattr(model, "config", None)
     if getattr(cfg, "model_type", None) not in FAMILIES or getattr(cfg, "pretraining_tp", 1) != 1:
         return False

@@ -23,26 +23,44 @@ from rlnb.models.generate import distinct_prompts
 def prefill(w: Weights, ids: torch.Tensor, attn: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
     """(per layer (k, v), each (U, H_kv, Tp, D); the last position's logits (U, V)) for prompts ``ids`` (U, Tp),
     left-padded where ``attn`` (U, Tp) is 0, at rotary angles ``cos``/``sin`` (U, Tp, D) of their positions."""
-    U, Tp = ids.shape
+    x, layers = run_layers(w, F.embedding(ids, w.embed), cos, sin, prompt_mask(attn, cos.dtype))
+    last = x[:, -1]                                                      # (U, H)
+    return layers, F.linear(F.rms_norm(last, *w.final), w.w_head, w.b_head)
+
+
+def prompt_mask(attn: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The additive (U, 1, Tp, Tp) attention mask of left-padded prompts (``attn`` (U, Tp), 0 on padding): each
+    query sees the earlier real keys, and itself (a padding query too: finite keys and values, never read)."""
+    Tp = attn.shape[1]
+    eye = torch.eye(Tp, dtype=torch.bool, device=attn.device)
+    seen = eye | (eye.cumsum(0).bool() & attn.bool()[:, None, :])     # (U, Tp, Tp): earlier real keys, and itself
+    return torch.zeros(seen.shape, dtype=dtype, device=attn.device).masked_fill_(~seen, float("-inf"))[:, None]
+
+
+def run_layers(w: Weights, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
+               prefix: list | None = None):
+    """Every layer of ``w`` (folded norms) over ``x`` (U, t, H) at rotary angles ``cos``/``sin`` (U, t, D), the
+    queries attending to ``prefix``'s keys and values (per layer (k, v), each (U, H_kv, Tp, D); None: none) and
+    then to their own under the additive ``mask`` (U, 1, t, Tp + t): (the last layer's output (U, t, H), per
+    layer the new (k, v), each (U, H_kv, t, D)). Differentiable (the update's forward, ``lean_forward``)."""
+    U, t, H = x.shape
     Hq, Hkv, D = w.Hq, w.Hkv, w.D
-    eye = torch.eye(Tp, dtype=torch.bool, device=ids.device)
-    seen = eye | (eye.cumsum(0).bool() & attn.bool()[:, None, :])  # (U, Tp, Tp): earlier real keys, and itself
-    mask = torch.zeros(seen.shape, dtype=cos.dtype, device=ids.device).masked_fill_(~seen, float("-inf"))[:, None]
-    cos, sin = cos[:, None], (sin * rotary_sign(D, sin))[:, None]        # (U, 1, Tp, D)
-    x = F.embedding(ids.reshape(-1), w.embed)                            # (U Tp, H)
+    cos, sin = cos[:, None], (sin * rotary_sign(D, sin))[:, None]        # (U, 1, t, D)
+    x = x.reshape(U * t, H)
     layers = []
-    for n1, w_qkv, b_qkv, o_proj, n2, w_gu, act, down in w.layers:
-        qkv = F.linear(F.rms_norm(x, *n1), w_qkv, b_qkv).view(U, Tp, Hq + 2 * Hkv, D).transpose(1, 2)
-        qk, v = qkv.split([Hq + Hkv, Hkv], 1)                            # (U, Hq + H_kv, Tp, D), (U, H_kv, Tp, D)
+    for i, (n1, w_qkv, b_qkv, o_proj, n2, w_gu, act, down) in enumerate(w.layers):
+        qkv = F.linear(F.rms_norm(x, *n1), w_qkv, b_qkv).view(U, t, Hq + 2 * Hkv, D).transpose(1, 2)
+        qk, v = qkv.split([Hq + Hkv, Hkv], 1)                            # (U, Hq + H_kv, t, D), (U, H_kv, t, D)
         qk = torch.addcmul(qk * cos, qk.roll(D // 2, -1), sin)           # rotary on q and k at once
         q, k = qk.split([Hq, Hkv], 1)
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=w.scale, enable_gqa=Hq != Hkv)
-        x = addmm_residual(x, o.transpose(1, 2).reshape(U * Tp, Hq * D), *o_proj)
-        g, u = F.linear(F.rms_norm(x, *n2), w_gu).chunk(2, dim=-1)
-        x = addmm_residual(x, act(g).mul_(u), *down)
         layers.append((k, v))
-    last = x.view(U, Tp, -1)[:, -1]                                      # (U, H)
-    return layers, F.linear(F.rms_norm(last, *w.final), w.w_head, w.b_head)
+        if prefix is not None:
+            k, v = torch.cat([prefix[i][0], k], 2), torch.cat([prefix[i][1], v], 2)
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=w.scale, enable_gqa=Hq != Hkv)
+        x = addmm_residual(x, o.transpose(1, 2).reshape(U * t, Hq * D), *o_proj)
+        g, u = F.linear(F.rms_norm(x, *n2), w_gu).chunk(2, dim=-1)
+        x = addmm_residual(x, act(g) * u, *down)
+    return x.view(U, t, H), layers
 
 
 def shared_rows(ids: torch.Tensor, mask: torch.Tensor):
