@@ -8,6 +8,7 @@ import torch
 import transformers as tf
 
 import rlnb
+from rlnb.core.forward_options import ForwardOptions
 from rlnb.models import forward as F_
 from rlnb.models import lean_forward, precision
 from rlnb.models import shared_prompt as SP
@@ -89,6 +90,14 @@ def test_log_probs_are_the_padded_reference(batch):
     assert calls and calls[0] is not None                                # it took the lean forward
     torch.testing.assert_close(got.logp, ref.logp, rtol=0, atol=5e-5)
     torch.testing.assert_close(got.entropy, ref.entropy, rtol=0, atol=5e-5)
+    calls.clear()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(lean_forward, "shared_hidden", spy)
+        modules = F_.completion_logprobs(model, *_args(b), options=ForwardOptions(layers="modules"))
+    assert not calls                                                     # the model's modules, as asked
+    torch.testing.assert_close(modules.logp, ref.logp, rtol=0, atol=5e-5)
+    with pytest.raises(ValueError, match="layers"):
+        ForwardOptions(layers="fast")
 
 
 def test_it_steps_aside_where_it_would_compute_otherwise(batch):
@@ -112,11 +121,13 @@ def test_it_steps_aside_where_it_would_compute_otherwise(batch):
     finally:
         model.config.attention_dropout = 0.0
         model.train()
-    handle = dec.layers[0].mlp.register_forward_hook(lambda *a: None)
-    try:
-        assert not lean_forward.applies(model)                           # the hook would never run
-    finally:
-        handle.remove()
+    for register in (dec.layers[0].mlp.register_forward_hook, dec.layers[1].self_attn.o_proj.register_full_backward_hook,
+                     dec.layers[0].mlp.act_fn.register_forward_pre_hook):
+        handle = register(lambda *a: None)
+        try:
+            assert not lean_forward.applies(model)                       # the hook would never run
+        finally:
+            handle.remove()
     assert lean_forward.applies(model)
 
 

@@ -8,6 +8,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 import rlnb
+from rlnb.core import forward_options
 from rlnb.models import DEFAULT_DIR, build_tokenizer
 from rlnb.models.forward import completion_logprobs
 from rlnb.models.pretrained import ChatTemplateTask, enable_autocast
@@ -132,8 +133,7 @@ def test_lora_trains_adapters_only_and_the_reference_is_the_base():
     b = rec.batch
     # the base through the model's modules too, as the wrapped reference runs (rlnb.models.lean_forward runs a plain
     # model's layers in fewer calls: the same numbers to rounding only)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("rlnb.models.lean_forward.applies", lambda model: False)
+    with forward_options.using(layers="modules"):
         assert torch.equal(_logp(tr.ref_model, b), _logp(base, b))       # adapters off = the base model
     assert not torch.allclose(_logp(tr.model, b), _logp(base, b))        # adapters on = the trained policy
 

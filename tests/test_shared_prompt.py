@@ -86,4 +86,4 @@ def test_bench_padding_runs_every_variant_to_the_same_result(capsys):
 
     mod.main(["--rounds", "1", "--warm-steps", "0", "--threads", str(torch.get_num_threads())])
     out = capsys.readouterr().out
-    assert out.count("same result") == 6 and "DIFFERENT" not in out, out
+    assert out.count("same result") == 7 and "DIFFERENT" not in out, out

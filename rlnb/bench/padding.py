@@ -9,8 +9,11 @@ Generation (the same prompts, the same seed, so the same tokens):
     "static" cache without compilation) instead of growing by concatenation. Measured, and not kept: the
     attention then reads strided views, which cost what the concatenation saved.
 Training forward and backward (the same batch, the same loss):
-  * ``shared prompt`` (the default): distinct prompts once, completions bucketed (``rlnb.models.shared_prompt``);
-  * ``bucketed``: whole rows bucketed by length; ``padded``: every row at the batch's widths (the reference).
+  * ``shared prompt`` (the default): distinct prompts once, completions bucketed (``rlnb.models.shared_prompt``),
+    fp32 plain layers in fewer calls (``rlnb.models.lean_forward``);
+  * ``bucketed``: whole rows bucketed by length; ``padded``: every row at the batch's widths (the reference);
+  * ``shared, model's modules``: the default's computation through the model's own modules
+    (``ForwardOptions(layers="modules")``).
 
 Each round times every variant once, in turn, so all of them share the machine's load; the medians and their
 ratios to the default are printed.
@@ -28,7 +31,8 @@ import warnings
 import torch
 
 import rlnb
-from rlnb.models import buckets, generate
+from rlnb.core import forward_options
+from rlnb.models import generate
 from rlnb.models.forward import completion_hidden
 
 
@@ -99,13 +103,15 @@ def training_variants(trainer, batch):
     w = torch.randn(*batch.mask.shape, trainer.model.config.hidden_size, generator=torch.Generator().manual_seed(1))
     w = w * batch.mask[..., None]                                         # (B, T, H) only real positions count
 
-    def run(mode):
+    def run(mode, layers="lean"):
         trainer.model.zero_grad(set_to_none=True)
-        with buckets.padding(mode):
+        with forward_options.using(padding=mode, layers=layers):
             (completion_hidden(trainer.model, *args) * w).sum().backward()
         return trainer.model.get_output_embeddings().weight.grad.clone()
 
-    return {f"{m} forward+backward": (lambda m=m: run(m)) for m in ("shared", "bucketed", "padded")}
+    out = {f"{m} forward+backward": (lambda m=m: run(m)) for m in ("shared", "bucketed", "padded")}
+    out["shared, model's modules"] = lambda: run("shared", layers="modules")  # rlnb.models.lean_forward off
+    return out
 
 
 def main(argv=None) -> None:

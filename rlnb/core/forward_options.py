@@ -1,7 +1,7 @@
-"""``ForwardOptions``: how a forward runs (kernel backend, LM-head path, padding mode, row split), never how it
-trains.
+"""``ForwardOptions``: how a forward runs (kernel backend, LM-head path, padding mode, row split, layer calls), never
+how it trains.
 
-The four choices give the same numbers to rounding (tests compare them), so they are settings, not knobs.
+The five choices give the same numbers to rounding (tests compare them), so they are settings, not knobs.
 They used to be three module-level dicts; a lab trains on a background thread, so a learner's
 ``with padding("padded"):`` in another cell changed the forward of the run playing in the background.
 
@@ -27,7 +27,9 @@ BACKENDS = ("auto", "torch", "chunked", "triton")
 LM_HEAD_PATHS = ("fused", "reference")
 PADDING_MODES = ("shared", "bucketed", "padded")
 ROW_MODES = ("split", "whole")
-_CHOICES = {"backend": BACKENDS, "lm_head": LM_HEAD_PATHS, "padding": PADDING_MODES, "rows": ROW_MODES}
+LAYER_PATHS = ("lean", "modules")
+_CHOICES = {"backend": BACKENDS, "lm_head": LM_HEAD_PATHS, "padding": PADDING_MODES, "rows": ROW_MODES,
+            "layers": LAYER_PATHS}
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,7 @@ class ForwardOptions:
     lm_head: str = "fused"    # rlnb.models.forward: "fused" (logits never whole) or "reference" (the model's own)
     padding: str = "shared"   # rlnb.models.buckets: "shared" (prompts once), "bucketed" or "padded" (the reference)
     rows: str = "split"       # rlnb.models.row_split: the update's rows as parallel parts on a CPU, or "whole" (one call)
+    layers: str = "lean"      # rlnb.models.lean_forward: fp32 plain layers in fewer calls, or "modules" (the model's own)
 
     def __post_init__(self):
         for name, choices in _CHOICES.items():

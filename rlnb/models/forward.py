@@ -79,14 +79,16 @@ def lm_inputs(prompt_ids, prompt_mask, completion_ids, mask):
 
 
 def completion_hidden(model, prompt_ids, prompt_mask, completion_ids, mask, *,
-                      padding: str | None = None) -> torch.Tensor:
+                      padding: str | None = None, layers: str | None = None) -> torch.Tensor:
     """Last hidden states at the positions that predict each completion token: (B, T, H). By default each
     distinct prompt runs once and the completions run in buckets of similar length
     (``rlnb.models.shared_prompt``; zeros where padding was cut); ``padding("bucketed")`` buckets whole rows,
     ``padding("padded")`` asks for one call over the whole padded batch. ``padding``: the mode (None: the one
-    in force in this thread)."""
-    mode, decoder = padding or forward_options.current().padding, model.get_decoder()
-    if mode == "shared":
+    in force in this thread). In "shared" mode fp32 plain layers run in fewer calls (``rlnb.models.lean_forward``)
+    unless ``layers`` is "modules" (the model's own modules, the reference; None: the option in force)."""
+    opts, decoder = forward_options.current(), model.get_decoder()
+    mode = padding or opts.padding
+    if mode == "shared" and (layers or opts.layers) == "lean":
         hidden = lean_forward.shared_hidden(model, prompt_ids, prompt_mask, completion_ids, mask)
         if hidden is not None:                                           # plain layers: the same in fewer calls
             return hidden
@@ -101,7 +103,7 @@ def completion_hidden(model, prompt_ids, prompt_mask, completion_ids, mask, *,
 
 
 def completion_logits(model, prompt_ids, prompt_mask, completion_ids, mask, *, fp32_lm_head: bool = False,
-                      value_head=None, padding: str | None = None):
+                      value_head=None, padding: str | None = None, layers: str | None = None):
     """Logits at the positions that predict each completion token, (B, T, V), and values (B, T) or None.
 
     With ``fp32_lm_head`` the final projection runs in fp32 (MiniMax-M1, ScaleRL) to shrink the
@@ -113,7 +115,8 @@ def completion_logits(model, prompt_ids, prompt_mask, completion_ids, mask, *, f
         ids, attn, pos = lm_inputs(prompt_ids, prompt_mask, completion_ids, mask)
         out = model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=T + 1)
         return out.logits[:, :-1], None                                  # (B, T, V)
-    hidden = completion_hidden(model, prompt_ids, prompt_mask, completion_ids, mask, padding=padding)  # (B, T, H)
+    hidden = completion_hidden(model, prompt_ids, prompt_mask, completion_ids, mask, padding=padding,
+                               layers=layers)                           # (B, T, H)
     weight = model.get_output_embeddings().weight                       # (V, H)
     logits = F.linear(hidden.float(), weight.float()) if fp32_lm_head else F.linear(hidden, weight)
     values = value_head(hidden.float()) if value_head is not None else None  # fp32 head on bf16 models
@@ -136,7 +139,8 @@ def completion_logprobs(model, prompt_ids, prompt_mask, completion_ids, mask, *,
                               entropy=entropy, fp32_lm_head=fp32_lm_head, value_head=value_head,
                               topk=topk, topk_ids=topk_ids, options=opts)
     logits, values = completion_logits(model, prompt_ids, prompt_mask, completion_ids, mask,
-                                       fp32_lm_head=fp32_lm_head, value_head=value_head, padding=opts.padding)
+                                       fp32_lm_head=fp32_lm_head, value_head=value_head, padding=opts.padding,
+                                       layers=opts.layers)
     logp, ent = kernels.token_logprobs(logits, completion_ids, temperature=temperature, entropy=entropy,
                                        backend=opts.backend)
     m = mask.to(logp.dtype)
@@ -158,7 +162,8 @@ def fused_logprobs(model, prompt_ids, prompt_mask, completion_ids, mask, *, temp
     ``hidden @ W.T``, a chunk at a time; padding stays 0 as on the reference path."""
     opts = options if options is not None else forward_options.current()
     check_model_inputs(model, prompt_ids=prompt_ids, completion_ids=completion_ids)
-    hidden = completion_hidden(model, prompt_ids, prompt_mask, completion_ids, mask, padding=opts.padding)  # (B, T, H)
+    hidden = completion_hidden(model, prompt_ids, prompt_mask, completion_ids, mask, padding=opts.padding,
+                               layers=opts.layers)                      # (B, T, H)
     weight = model.get_output_embeddings().weight                                   # (V, H)
     h, w = (hidden.float(), weight.float()) if fp32_lm_head else (hidden.to(weight.dtype), weight)
     sel = mask.bool()                                                               # (B, T)

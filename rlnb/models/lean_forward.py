@@ -17,7 +17,8 @@ threads, median of 10, alternated): 0.235 s through the model's modules, 0.197 s
 
 Where it does not apply it returns None and the caller runs the model's own modules: a model other than the plain
 decoders ``lean_decode`` runs (``lean_decode.plain``, ``decode_step.fusable``), weights other than fp32, autocast
-entered, attention dropout in training, or gradient checkpointing (this keeps every activation).
+entered, attention dropout in training, gradient checkpointing (this keeps every activation), or a hook on
+any module (the layers' modules are never called).
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ def applies(model) -> bool:
         return False
     if autocast_dtype(model) is not None or any(torch.is_autocast_enabled(d) for d in ("cpu", "cuda")):
         return False                                                     # the model rounds to the half dtype
+    if any(m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
+           for m in model.modules()):
+        return False                                                     # a module hook would never run
     return all(p.dtype == torch.float32 for p in model.parameters())
 
 
