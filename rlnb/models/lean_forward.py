@@ -53,10 +53,12 @@ def shared_hidden(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, co
     """(B, T, H) hidden states (after the final norm) at the positions that predict each completion token, every
     distinct prompt run once, zeros where a bucket was cut: ``shared_prompt.shared_hidden``'s contract. None where
     this does not apply (``applies``) or fewer than half the rows repeat a prompt."""
+    if not applies(model):
+        return None
     B, T = completion_ids.shape
     Tp = prompt_ids.shape[1]
     first, inv = distinct_prompts(prompt_ids, prompt_mask)               # (U,), (B,)
-    if 2 * len(first) > B or not applies(model):
+    if 2 * len(first) > B:
         return None
     dec = model.get_decoder()
     w = weights(model, None)                                             # in the graph: gradients reach the weights
@@ -89,7 +91,5 @@ def _completion_mask(p_mask: torch.Tensor, c_mask: torch.Tensor, dtype: torch.dt
     """The additive (b, 1, t, wp + t) mask of completion queries over their prompt's keys (its real positions) and
     their own (earlier real ones, and itself: a padding query stays finite, and nothing reads it)."""
     t = c_mask.shape[1]
-    eye = torch.eye(t, dtype=torch.bool, device=c_mask.device)
-    own = eye | (eye.cumsum(0).bool() & c_mask.bool()[:, None, :])      # (b, t, t)
-    seen = torch.cat([p_mask.bool()[:, None, :].expand(-1, t, -1), own], dim=-1)  # (b, t, wp + t)
-    return torch.zeros(seen.shape, dtype=dtype, device=c_mask.device).masked_fill_(~seen, float("-inf"))[:, None]
+    prompt = p_mask.bool()[:, None, :].expand(-1, t, -1)                # (b, t, wp)
+    return lean_prefill.additive(torch.cat([prompt, lean_prefill.causal_seen(c_mask)], dim=-1), dtype)

@@ -31,10 +31,18 @@ def prefill(w: Weights, ids: torch.Tensor, attn: torch.Tensor, cos: torch.Tensor
 def prompt_mask(attn: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """The additive (U, 1, Tp, Tp) attention mask of left-padded prompts (``attn`` (U, Tp), 0 on padding): each
     query sees the earlier real keys, and itself (a padding query too: finite keys and values, never read)."""
-    Tp = attn.shape[1]
-    eye = torch.eye(Tp, dtype=torch.bool, device=attn.device)
-    seen = eye | (eye.cumsum(0).bool() & attn.bool()[:, None, :])     # (U, Tp, Tp): earlier real keys, and itself
-    return torch.zeros(seen.shape, dtype=dtype, device=attn.device).masked_fill_(~seen, float("-inf"))[:, None]
+    return additive(causal_seen(attn), dtype)
+
+
+def causal_seen(attn: torch.Tensor) -> torch.Tensor:
+    """(U, t, t) True where a query sees a key: the earlier real keys (``attn`` (U, t), 0 on padding), and itself."""
+    eye = torch.eye(attn.shape[1], dtype=torch.bool, device=attn.device)
+    return eye | (eye.cumsum(0).bool() & attn.bool()[:, None, :])
+
+
+def additive(seen: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """(U, 1, t, L) additive attention mask from ``seen`` (U, t, L): 0 where seen, -inf elsewhere."""
+    return torch.zeros(seen.shape, dtype=dtype, device=seen.device).masked_fill_(~seen, float("-inf"))[:, None]
 
 
 def run_layers(w: Weights, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
