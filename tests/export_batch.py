@@ -7,6 +7,7 @@ import torch
 import rlnb
 import rlnb.stages.update as update_mod
 from rlnb import Batch
+from rlnb.core.forward_options import using
 from rlnb.models.forward import PolicyOut
 
 P, G, T = 2, 3, 5
@@ -46,7 +47,8 @@ def rlnb_loss(recipe, t):
     saved = update_mod.completion_logprobs
     update_mod.completion_logprobs = lambda *a, **k: PolicyOut(logp, ent, zeros, None, None)
     try:
-        out = trainer.updater.loss(batch)
+        with using(backward="all"):             # the stub returns every row's log-probs, whatever rows are asked
+            out = trainer.updater.loss(batch)
         total = out.total - out.terms.get("value", 0.0)
     finally:
         update_mod.completion_logprobs = saved

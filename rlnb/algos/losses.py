@@ -246,3 +246,9 @@ def sapo(
     loss = -A * (4 / tau) * sig * m
     weight = (A * ratio * 4 * sig * (1 - sig)).detach() * m
     return LossOut(loss, ratio.detach(), _none(valid), _none(valid), weight)
+
+
+# Each multiplies every token's loss by the token's advantage: a token with A = 0 adds exactly nothing to the
+# gradient, so the Updater skips the backward of rows with A = 0 everywhere (``registry.vanishes_at_zero_adv``)
+pg.vanishes_at_zero_adv = ppo_clip.vanishes_at_zero_adv = cispo.vanishes_at_zero_adv = True
+gspo.vanishes_at_zero_adv = geo_mean.vanishes_at_zero_adv = sapo.vanishes_at_zero_adv = True

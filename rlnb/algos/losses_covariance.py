@@ -136,3 +136,7 @@ def kl_cov(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, mask: 
     loss = (-A * ratio + kl_cov_coef * d.abs() * k) * m
     weight = ((A * ratio - kl_cov_coef * torch.sign(d) * k) * m).detach()
     return LossOut(loss, ratio.detach(), _none(valid), _none(valid), weight)
+
+# Clip-Cov is PPO's loss times a 0/1 mask: zero gradient where A = 0 (``registry.vanishes_at_zero_adv``). KL-Cov is
+# not: its penalty may pick a token with A = 0 (its covariance with the batch's mean advantage can be large).
+clip_cov.vanishes_at_zero_adv = True

@@ -175,3 +175,6 @@ def dppo_topk_kl(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, 
 
 
 dppo_topk_tv.extra_inputs = dppo_topk_kl.extra_inputs = ("topk_logp", "old_topk_logp")
+# -A w logp with a 0/1 trust-region mask w: zero gradient where A = 0 (registry.vanishes_at_zero_adv)
+dppo_tv.vanishes_at_zero_adv = dppo_kl.vanishes_at_zero_adv = True
+dppo_topk_tv.vanishes_at_zero_adv = dppo_topk_kl.vanishes_at_zero_adv = True

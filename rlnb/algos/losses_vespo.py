@@ -58,3 +58,4 @@ def vespo(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, mask: t
 
 
 vespo.folds_is_weight = True  # the Updater passes the rollout IS weights here instead of multiplying by them
+vespo.vanishes_at_zero_adv = True  # -phi A logp: zero gradient where A = 0 (registry.vanishes_at_zero_adv)

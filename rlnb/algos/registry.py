@@ -81,6 +81,20 @@ def extra_inputs(fn: Callable) -> tuple[str, ...]:
     return tuple(getattr(getattr(fn, "func", fn), "extra_inputs", ()))
 
 
+def vanishes_at_zero_adv(fn: Callable) -> bool:
+    """True when a policy loss declares that a token with advantage 0 adds exactly nothing to the gradient (its
+    per-token loss is the advantage times something finite: every loss of the PPO and policy-gradient families).
+    The Updater then runs no backward for rows whose advantage is 0 on every token (``rlnb.stages.live_rows``).
+    Declared as ``fn.vanishes_at_zero_adv = True``; works on a registry entry or on ``bind``'s ``partial``.
+
+    >>> def f(logp, old_logp, adv, mask): ...
+    >>> f.vanishes_at_zero_adv = True
+    >>> vanishes_at_zero_adv(partial(f)), vanishes_at_zero_adv(print)
+    (True, False)
+    """
+    return bool(getattr(getattr(fn, "func", fn), "vanishes_at_zero_adv", False))
+
+
 def knob_names(fn: Callable) -> list[str]:
     """``hyper_names`` without the structural ones: the Recipe fields that fill ``fn``."""
     return [n for n in hyper_names(getattr(fn, "func", fn)) if n not in STRUCTURAL]

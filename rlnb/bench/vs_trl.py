@@ -18,6 +18,9 @@ the machine has at that moment; the ratio of each pair (TRL s / rlnb s) is the n
 Utilisation: the model FLOPs a step needs (one sampling pass over prompt and completion, one training
 forward and backward; a recomputed forward counts as waste) divided by its seconds, over what a plain matmul
 of the training forward's MLP shape at the run's precision (fp32 or bf16) reaches on the same cores in the run.
+The FLOPs are counted from the batch's tokens, the same count for both sides: where rlnb computes less (each
+prompt once; no backward for rows whose gradient is exactly zero, ``rlnb.stages.live_rows``) the run prints how
+much less, and the count stays.
 
 Per stage, the measured median seconds are printed next to the seconds the stage's FLOPs take at that matmul
 rate (generation one forward over prompt and completion tokens, the training forward one, backward + optimizer
@@ -45,13 +48,17 @@ import warnings
 import torch
 
 import rlnb
+from rlnb.bench.arith import arithmetic_line, cpu_model, forward_flops, matmul_flops_per_s, step_flops
+from rlnb.core import forward_options
 from rlnb.export import to_trl
 from rlnb.models import DEFAULT_DIR, decode_worker, split_decode
 from rlnb.models.precision import enable_autocast
 from rlnb.models.shared_prompt import plan
 from rlnb.models.threads import decode_threads
 from rlnb.run.evaluate import evaluate
+from rlnb.stages import live_rows
 from rlnb.stages import sample as sample_mod
+from rlnb.stages.update import loss_mask
 
 
 class Stages:
@@ -78,61 +85,6 @@ class Stages:
         self.now = {}
 
 
-def forward_flops(config, prompt_tokens: float, completion_tokens: float, rows: int) -> float:
-    """FLOPs of one forward over ``rows`` sequences: 2 x (matmul weights + LM head) per token, plus attention
-    (QK^T and AV: 4 x context x hidden per token and layer, context about half the sequence on average)."""
-    H, L, V, inter = config.hidden_size, config.num_hidden_layers, config.vocab_size, config.intermediate_size
-    kv = config.num_key_value_heads * getattr(config, "head_dim", H // config.num_attention_heads)
-    per_layer = H * H * 2 + H * kv * 2 + 3 * H * inter                    # q, o, k, v, gate/up/down
-    tokens = prompt_tokens + completion_tokens
-    ctx = tokens / rows / 2
-    return 2 * tokens * (L * per_layer + H * V) + 4 * tokens * ctx * H * L
-
-
-def step_flops(config, prompt_tokens: float, completion_tokens: float, rows: int) -> float:
-    """Sampling (one forward's worth) + training forward and backward (three)."""
-    return 4 * forward_flops(config, prompt_tokens, completion_tokens, rows)
-
-
-# stage -> forwards' worth of arithmetic it needs (the backward: two, one for the activations' gradients and one
-# for the weights'); the timed stages that hold no model arithmetic (reward, bookkeeping) are left out
-STAGE_FORWARDS = {"generate": 1, "update_forward": 1, "loss_forward": 1, "update_other": 2, "backward_optim": 2}
-
-
-def arithmetic_line(name: str, steps: list[dict], forward: list[float], rate: float) -> str:
-    """Per stage: the median measured seconds next to the seconds its FLOPs take at ``rate`` (and the ratio)."""
-    parts = []
-    for key, n in STAGE_FORWARDS.items():
-        if key in steps[0]:
-            measured = statistics.median(s[key] for s in steps)
-            ideal = statistics.median(n * f for f in forward) / rate
-            parts.append(f"{key} {measured:.3f} vs {ideal:.3f} ({ideal / measured:.2f})")
-    return f"{name:5s} measured vs arithmetic s (share): " + "  ".join(parts)
-
-
-def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo``), else the platform's processor string."""
-    import platform
-
-    try:
-        with open("/proc/cpuinfo") as f:
-            names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
-        return f"{names[0]} ({len(names)} logical CPUs)" if names else platform.processor()
-    except OSError:
-        return platform.processor() or "unknown"
-
-
-def matmul_flops_per_s(M: int, K: int, N: int, reps: int = 30, dtype: torch.dtype = torch.float32) -> float:
-    """Median FLOP/s of a (M, K) x (K, N) matmul in ``dtype`` on this process's threads."""
-    a, b = torch.randn(M, K, dtype=dtype), torch.randn(K, N, dtype=dtype)
-    for _ in range(3):
-        a @ b
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        a @ b
-        times.append(time.perf_counter() - t0)
-    return 2 * M * K * N / statistics.median(times)
 
 
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}  # --precision -> the dtype the matmuls run in
@@ -235,7 +187,7 @@ def run(args) -> None:
     A, B = Stages(), Stages()                                             # A: TRL, B: rlnb
     flops, fwd = {"trl": [], "rlnb": []}, {"trl": [], "rlnb": []}       # per step: the step's, one forward's
     real_share = {"trl": [], "rlnb": []}                                  # padding efficiency per step
-    positions = {"trl": [], "rlnb": [], "tokens": []}                     # training-forward positions per step
+    positions = {"trl": [], "rlnb": [], "tokens": [], "backward_rows": []}  # per step: training-forward positions
     shapes, mm = {}, []                                                   # mm: matmul FLOP/s between steps
 
     def rlnb_step(trl_seconds: float) -> None:
@@ -257,6 +209,9 @@ def run(args) -> None:
         positions["trl"].append(b.B * (b.prompt_ids.shape[1] + trl_T))
         positions["rlnb"].append(ours_plan["computed"])
         positions["tokens"].append(pt + ct)
+        with forward_options.using(ours.forward_options):                 # rows whose backward ran (live_rows)
+            alive = live_rows.live(ours.updater, b, loss_mask(b))
+        positions["backward_rows"].append(b.B if alive is None else int(alive.sum()))
         m = rec.metrics
         mm.append(matmul_flops_per_s(max(shapes["M"], 256), cfg.hidden_size, cfg.intermediate_size, reps=5,
                                      dtype=dtype))
@@ -331,6 +286,9 @@ def run(args) -> None:
     pos = {k: statistics.median(v[w:] or v) for k, v in positions.items()}
     print(f"training-forward positions per step (median): TRL {pos['trl']:.0f}, rlnb {pos['rlnb']:.0f} "
           f"(rlnb's batch holds {pos['tokens']:.0f} prompt and completion tokens; each prompt is computed once)")
+    print(f"rows whose backward ran per step (median): TRL {rows}, rlnb {pos['backward_rows']:.0f} (rows with advantage "
+          f"0 on every token add exactly nothing to the gradient: rlnb.stages.live_rows; the arithmetic above counts "
+          f"every row's backward on both sides)")
     if args.eval:
         ev = lambda m: evaluate(m, ours.tokenizer, ours.task, n=args.eval,  # noqa: E731
                                      max_new_tokens=ours.recipe.max_new_tokens)["pass@1"]

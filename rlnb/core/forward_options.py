@@ -1,7 +1,7 @@
-"""``ForwardOptions``: how a forward runs (kernel backend, LM-head path, padding mode, row split, layer calls), never
-how it trains.
+"""``ForwardOptions``: how a forward runs (kernel backend, LM-head path, padding mode, row split, layer calls, which
+rows keep a graph for the backward), never how it trains.
 
-The five choices give the same numbers to rounding (tests compare them), so they are settings, not knobs.
+The six choices give the same numbers to rounding (tests compare them), so they are settings, not knobs.
 They used to be three module-level dicts; a lab trains on a background thread, so a learner's
 ``with padding("padded"):`` in another cell changed the forward of the run playing in the background.
 
@@ -28,8 +28,9 @@ LM_HEAD_PATHS = ("fused", "reference")
 PADDING_MODES = ("shared", "bucketed", "padded")
 ROW_MODES = ("split", "whole")
 LAYER_PATHS = ("lean", "modules")
+BACKWARD_ROWS = ("needed", "all")
 _CHOICES = {"backend": BACKENDS, "lm_head": LM_HEAD_PATHS, "padding": PADDING_MODES, "rows": ROW_MODES,
-            "layers": LAYER_PATHS}
+            "layers": LAYER_PATHS, "backward": BACKWARD_ROWS}
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class ForwardOptions:
     padding: str = "shared"   # rlnb.models.buckets: "shared" (prompts once), "bucketed" or "padded" (the reference)
     rows: str = "split"       # rlnb.models.row_split: the update's rows as parallel parts on a CPU, or "whole" (one call)
     layers: str = "lean"      # rlnb.models.lean_forward: fp32 plain layers in fewer calls, or "modules" (the model's own)
+    backward: str = "needed"  # rlnb.stages.live_rows: a graph only for rows whose gradient can be nonzero, or "all"
 
     def __post_init__(self):
         for name, choices in _CHOICES.items():

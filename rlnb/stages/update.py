@@ -20,6 +20,7 @@ from rlnb.core.display import Readable
 from rlnb.models import row_split
 from rlnb.models.forward import POLICY_INPUTS, PolicyOut, completion_logprobs
 from rlnb.recipe import check_fields
+from rlnb.stages import live_rows
 from rlnb.stages.optim import make_optimizer, set_schedule, warmup  # noqa: F401  re-exported: their old home
 
 
@@ -228,11 +229,8 @@ class Updater:
                 temperature=self.temperature, entropy=True, fp32_lm_head=self.fp32_lm_head,
                 value_head=self.value_head, options=opts, **{k: v[r] for k, v in given.items()})
 
-        rows = row_split.parts(self.model, mb.B, mb.group_size, mb.prompt_ids.device, opts.rows)
-        if rows is None:
-            return forward(slice(None)), None
-        outs = row_split.run(forward, rows)                               # parts are consecutive rows, in order
-        return PolicyOut(*[None if f[0] is None else torch.cat(f) for f in zip(*outs)]), outs
+        # rows whose gradient is exactly zero (advantage 0 everywhere) run without a graph (rlnb.stages.live_rows)
+        return live_rows.run(forward, self.model, mb, live_rows.live(self, mb, loss_mask(mb)), opts.rows)
 
     def _inputs(self, fw, mb: Batch) -> dict:
         """The extra tensors the loss reads: the current policy's output of that name, else the batch's."""
