@@ -16,6 +16,7 @@ import torch
 
 import rlnb
 from rlnb.core.forward_options import using
+from rlnb.models import decode_step as DS
 from rlnb.models import decode_worker as DW
 from rlnb.models import lean_decode as LD
 from rlnb.models import lean_prefill
@@ -248,3 +249,20 @@ def test_a_worker_that_dies_before_it_is_ready_is_not_started_again(monkeypatch)
     assert isinstance(keeper.current(), Broken)
     assert keeper.current() is None and keeper.current() is None and keeper.failed
     assert len(started) == 1
+
+
+def test_this_process_decodes_its_part_from_the_workers_copy_of_the_weights(default, monkeypatch):
+    """One copy of the weights in the cache both cores share: this process's part reads the shared file too."""
+    model, tok = default
+    ids, mask = prompts(tok, 8)
+    steps, real = [], LD.FusedStep
+    monkeypatch.setattr(LD, "FusedStep", lambda w, s: steps.append(w) or real(w, s))
+    decode(model, tok, ids, mask, True)
+    (w,) = steps
+    buf = DW.KEEPER.worker.shared.buf
+    inside = lambda t: buf.data_ptr() <= t.data_ptr() < buf.data_ptr() + buf.numel()  # noqa: E731
+    tensors = [w.embed, w.w_head] + [t for layer in w.layers for t in (layer[1], layer[3][1], layer[5], layer[7][1])]
+    assert all(inside(t) for t in tensors)
+    fresh = DS.weights(model, None)
+    assert all(torch.equal(a, b) for a, b in zip(tensors, [fresh.embed, fresh.w_head] + [
+        t for layer in fresh.layers for t in (layer[1], layer[3][1], layer[5], layer[7][1])]))

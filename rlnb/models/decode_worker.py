@@ -39,6 +39,7 @@ import torch
 
 from rlnb.models import lean_prefill, split_decode
 from rlnb.models.decode_process import Shared, layout, recv, send
+from rlnb.models.decode_step import Weights
 from rlnb.models.generate import position_ids
 from rlnb.models.split_decode import Out
 
@@ -252,6 +253,20 @@ class RemotePart:
                      "eps": [(a[0][2], a[4][2]) for a in w.layers], "final_eps": w.final[2], "opts": opts,
                      "eos": eos, "pad": pad, "matmul_precision": torch.get_float32_matmul_precision()})
         self.grown = grown
+
+    def weights(self, w: Weights) -> Weights:
+        """``w`` reading the shared file's copies (the tensors the worker reads): the same values, and one copy of
+        the weights in the cache the two cores share instead of two."""
+        v = self.views
+
+        def out(name: str, bias: torch.Tensor | None) -> tuple:
+            return (v[name].t(), v[name], None if bias is None else v["b" + name[1:]])
+
+        layers = [(n1, v[f"w_qkv{i}"], None if b_qkv is None else v[f"b_qkv{i}"], out(f"w_o{i}", o[2]), n2,
+                   v[f"w_gu{i}"], act, out(f"w_d{i}", d[2]))
+                  for i, (n1, _, b_qkv, o, n2, _, act, d) in enumerate(w.layers)]
+        return w._replace(embed=v["embed"], w_head=v["w_head"], b_head=None if w.b_head is None else v["b_head"],
+                          layers=layers)
 
     def __len__(self) -> int:
         return self.n

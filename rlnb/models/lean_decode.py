@@ -123,6 +123,7 @@ def _sample(model, prompt_ids, prompt_mask, parts: int, kw: dict, use_worker: bo
             # the last rows' part in the decode worker's process where it applies (it prefills them meanwhile)
             remote = decode_worker.start(model, w, prompt_ids, prompt_mask, parts if use_worker else 1, T, opts,
                                          kw["eos_token_id"], kw["pad_token_id"])
+            w = w if remote is None else remote.weights(w)               # the worker's copy: one in the cache
         with decode_worker.held(remote):
             lo = remote.lo if remote is not None else len(prompt_ids)
             with torch.no_grad(), precision(model, dev):
