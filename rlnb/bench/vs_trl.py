@@ -185,7 +185,7 @@ def run(args) -> None:
     dtype = PRECISIONS[args.precision]
     cfg = ours.model.config
     A, B = Stages(), Stages()                                             # A: TRL, B: rlnb
-    flops, fwd = {"trl": [], "rlnb": []}, {"trl": [], "rlnb": []}       # per step: the step's, one forward's
+    flops, fwd = {"trl": [], "rlnb": [], "rlnb_ran": []}, {"trl": [], "rlnb": []}       # per step: the step's, one forward's
     real_share = {"trl": [], "rlnb": []}                                  # padding efficiency per step
     positions = {"trl": [], "rlnb": [], "tokens": [], "backward_rows": []}  # per step: training-forward positions
     shapes, mm = {}, []                                                   # mm: matmul FLOP/s between steps
@@ -212,6 +212,10 @@ def run(args) -> None:
         with forward_options.using(ours.forward_options):                 # rows whose backward ran (live_rows)
             alive = live_rows.live(ours.updater, b, loss_mask(b))
         positions["backward_rows"].append(b.B if alive is None else int(alive.sum()))
+        # what rlnb ran, about: sampling and the training forward over the positions it computes, the backward
+        # (two forwards' worth) over its live rows' share of them
+        ran = forward_flops(cfg, ours_plan["computed"], 0.0, b.B)
+        flops["rlnb_ran"].append(ran * (2 + 2 * positions["backward_rows"][-1] / b.B))
         m = rec.metrics
         mm.append(matmul_flops_per_s(max(shapes["M"], 256), cfg.hidden_size, cfg.intermediate_size, reps=5,
                                      dtype=dtype))
@@ -289,6 +293,9 @@ def run(args) -> None:
     print(f"rows whose backward ran per step (median): TRL {rows}, rlnb {pos['backward_rows']:.0f} (rows with advantage "
           f"0 on every token add exactly nothing to the gradient: rlnb.stages.live_rows; the arithmetic above counts "
           f"every row's backward on both sides)")
+    ran = statistics.median(f / s["total"] for f, s in zip(flops["rlnb_ran"][w:], tb)) / mm
+    print(f"rlnb's utilisation counting only the FLOPs it ran (each prompt once, the backward over the rows with a "
+          f"gradient; about): {ran:.2f}")
     if args.eval:
         ev = lambda m: evaluate(m, ours.tokenizer, ours.task, n=args.eval,  # noqa: E731
                                      max_new_tokens=ours.recipe.max_new_tokens)["pass@1"]
