@@ -49,7 +49,7 @@ import torch
 
 import rlnb
 from rlnb.bench.arith import arithmetic_line, cpu_model, forward_flops, matmul_flops_per_s, step_flops
-from rlnb.core import forward_options
+from rlnb.core import forward_options, heap
 from rlnb.export import to_trl
 from rlnb.models import DEFAULT_DIR, decode_worker, split_decode
 from rlnb.models.precision import enable_autocast
@@ -267,6 +267,7 @@ def run(args) -> None:
           f"{os.environ.get('OMP_WAIT_POLICY')}, GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT')} (both sides)")
     print(f"rlnb's decode worker process (rlnb.models.decode_worker): {'ready' if worker_ready else 'not started'}; "
           f"it played the second row part in {sum(worker_use)} of {len(worker_use)} decodes")
+    print(f"glibc malloc keeps freed memory (rlnb.core.heap; one process, both sides): {heap.KEPT}")
     print(summary("TRL", ta, ["generate", "reward", "rollout_other", "loss_forward", "backward_optim"]))
     print(summary("rlnb", tb, ["generate", "sample_other", "reward", "advantage", "update_forward", "update_other"]))
     q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3

@@ -56,6 +56,10 @@ def parse(text: str) -> list[dict]:
             elif line.startswith("training-forward positions"):
                 m = re.search(rf"TRL {_NUM}, rlnb {_NUM} \(rlnb's batch holds {_NUM}", line)
                 r["positions"] = tuple(float(x) for x in m.groups())
+            elif line.startswith("rows whose backward ran"):
+                r["backward_rows"] = tuple(float(x) for x in re.search(rf"TRL {_NUM}, rlnb {_NUM}", line).groups())
+            elif line.startswith("rlnb's utilisation counting only"):
+                r["util_ran"] = float(re.search(rf"about\): {_NUM}", line)[1])
             elif line.startswith("greedy pass@1"):
                 m = re.search(rf"start {_NUM}, after (\d+) steps TRL {_NUM}, rlnb {_NUM}", line)
                 r["pass1"] = (float(m[1]), int(m[2]), float(m[3]), float(m[4]))
@@ -115,8 +119,22 @@ def block_markdown(path: Path) -> str:
             f"{'the interval includes 0, so the two learn alike within seed noise' if lo <= 0 <= hi else 'the interval excludes 0: they do not learn alike'}. Utilisation is the "
             f"step's model FLOPs per second over a plain {first['precision']} matmul of the MLP's shape, measured between steps "
             f"(median {first['gflops']:.0f} GFLOP/s for seed {first['seed']}). Positions computed: rlnb's batch "
-            f"holds about {first['positions'][2]:.0f} prompt and completion tokens.")
+            f"holds about {first['positions'][2]:.0f} prompt and completion tokens.{_ran(runs)}")
     return "\n".join([head, "", *table, "", tail])
+
+
+def _ran(runs: list[dict]) -> str:
+    """What rlnb's utilisation counts and what it ran (printouts from 12-07 on have the lines)."""
+    if not all("util_ran" in r and "backward_rows" in r for r in runs):
+        return ""
+    first = runs[0]
+    utils = ", ".join(f"{r['util'][1]:.2f}" for r in runs)
+    ran = ", ".join(f"{r['util_ran']:.2f}" for r in runs)
+    return (f" rlnb's utilisation by seed: {utils}. The FLOPs count every row's backward on both sides; rlnb ran it "
+            f"for a median {first['backward_rows'][1]:.0f} of {first['backward_rows'][0]:.0f} rows per step (seed "
+            f"{first['seed']}: a row with advantage 0 on every token adds exactly nothing to the gradient, "
+            f"`rlnb/stages/live_rows.py`). Counting only the FLOPs rlnb ran (each prompt once, the backward over the "
+            f"rows with a gradient), its utilisation is about {ran} by seed.")
 
 
 def waits_markdown(path: Path) -> str:
