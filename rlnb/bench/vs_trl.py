@@ -267,7 +267,7 @@ def run(args) -> None:
           f"{os.environ.get('OMP_WAIT_POLICY')}, GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT')} (both sides)")
     print(f"rlnb's decode worker process (rlnb.models.decode_worker): {'ready' if worker_ready else 'not started'}; "
           f"it played the second row part in {sum(worker_use)} of {len(worker_use)} decodes")
-    print(f"glibc malloc keeps freed memory (rlnb.core.heap; one process, both sides): {heap.KEPT}")
+    print(f"glibc malloc keeps freed memory (rlnb.core.heap; one process, both sides): {heap.kept()}")
     print(summary("TRL", ta, ["generate", "reward", "rollout_other", "loss_forward", "backward_optim"]))
     print(summary("rlnb", tb, ["generate", "sample_other", "reward", "advantage", "update_forward", "update_other"]))
     q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3

@@ -27,7 +27,12 @@ MMAP_THRESHOLD = 32 << 20                     # glibc's upper bound for it on 64
 TRIM_THRESHOLD = 512 << 20                    # not measured: free memory above this still goes back
 OWN_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_")
 
-KEPT = False  # whether this process keeps freed memory (``keep_freed_memory`` succeeded)
+_DONE: dict[str, bool] = {}  # "kept": whether ``keep_freed_memory`` succeeded in this process
+
+
+def kept() -> bool:
+    """Whether this process keeps freed memory (``keep_freed_memory`` succeeded)."""
+    return _DONE.get("kept", False)
 
 
 def own_setting(environ: Mapping[str, str]) -> bool:
@@ -41,10 +46,9 @@ def own_setting(environ: Mapping[str, str]) -> bool:
 
 def keep_freed_memory(environ: Mapping[str, str] = os.environ) -> bool:
     """Fix glibc's thresholds (see the module doc); True where this process now keeps freed memory."""
-    global KEPT
     if not sys.platform.startswith("linux") or own_setting(environ):
         return False
-    if KEPT:
+    if kept():
         return True
     try:
         libc = ctypes.CDLL(None)
@@ -52,5 +56,6 @@ def keep_freed_memory(environ: Mapping[str, str] = os.environ) -> bool:
             return False
     except (OSError, AttributeError):
         return False
-    KEPT = bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
-    return KEPT
+    _DONE["kept"] = bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
+        libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+    return kept()
