@@ -9,9 +9,9 @@ import rlnb
 from rlnb.algos.losses import POLICY_LOSSES
 from rlnb.algos.registry import extra_inputs, vanishes_at_zero_adv
 from rlnb.core.forward_options import ForwardOptions, using
-from rlnb.models import row_split
 from rlnb.stages import live_rows
 from rlnb.stages.update import loss_mask
+from tests.test_row_split import loss_and_grads
 
 SMALL = dict(prompts_per_step=4, num_generations=4, max_new_tokens=16)
 # losses whose gradient can be nonzero where A = 0: a penalty on the log-ratio itself
@@ -62,19 +62,6 @@ def test_undeclared_losses_do_reach_rows_with_zero_advantage(name):
 def staged(trainer, adv):
     b = trainer.advantager.step(trainer.rewarder.step(trainer.sampler.step(trainer.next_prompts())))
     return b.replace(adv=adv)
-
-
-def loss_and_grads(trainer, batch, **options):
-    u = trainer.updater
-    params = [p for g in u.optimizer.param_groups for p in g["params"]]
-    u.optimizer.zero_grad(set_to_none=True)
-    with using(**options):
-        res = u.loss(batch)
-        if res.parts is None:
-            res.total.backward()
-        else:
-            row_split.backward(res.total, res.parts, params)
-    return res, [None if p.grad is None else p.grad.clone() for p in params]
 
 
 GROUPS_SILENT = torch.tensor([0.0] * 4 + [-1.2, 0.4, 0.9, -0.1] + [0.0] * 4 + [0.5, -0.5, 1.0, -1.0])

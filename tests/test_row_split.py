@@ -23,12 +23,12 @@ def staged(trainer):
     return b.replace(adv=torch.linspace(-1.5, 1.5, b.B))                # signed advantages: a gradient
 
 
-def loss_and_grads(trainer, batch, rows):
-    """The Updater's own backward (split: each part's backward on its thread) under ``rows``."""
+def loss_and_grads(trainer, batch, **options):
+    """The Updater's own backward (split: each part's backward on its thread) under the forward ``options``."""
     u = trainer.updater
     params = [p for g in u.optimizer.param_groups for p in g["params"]]
     u.optimizer.zero_grad(set_to_none=True)
-    with using(rows=rows):
+    with using(**options):
         res = u.loss(batch)
         if res.parts is None:
             res.total.backward()
@@ -43,8 +43,8 @@ def test_split_loss_and_gradients_equal_one_call(two_threads, recipe, extra):
     t = rlnb.Trainer.tiny(recipe, **SMALL, **extra)
     batch = staged(t)
     t.model.train()
-    whole, g_whole = loss_and_grads(t, batch, "whole")
-    split, g_split = loss_and_grads(t, batch, "split")
+    whole, g_whole = loss_and_grads(t, batch, rows="whole")
+    split, g_split = loss_and_grads(t, batch, rows="split")
     assert whole.parts is None and split.parts is not None and len(split.parts) == row_split.PARTS
     assert [p.logp.shape[0] for p in split.parts] == [batch.B // 2, batch.B // 2]   # whole groups
     torch.testing.assert_close(split.total, whole.total, rtol=1e-5, atol=1e-7)
