@@ -53,3 +53,18 @@ def test_arithmetic_line_by_hand():
     assert "generate 0.300 vs 0.100 (0.33)" in line and "update_forward 0.100 vs 0.100 (1.00)" in line
     assert "update_other 0.400 vs 0.200 (0.50)" in line and "loss_forward" not in line
     assert vs_trl.cpu_model()
+
+
+def test_the_profile_counts_the_operators_of_both_row_parts(two_threads):
+    from torch.profiler import ProfilerActivity, profile
+
+    from rlnb.bench.update_profile import _all_threads
+    from rlnb.models import row_split
+
+    a = torch.randn(16, 16)
+    work = lambda i: [torch.mm(a, a) for _ in range(5)] and i  # noqa: E731
+    config, every = _all_threads()
+    with profile(activities=[ProfilerActivity.CPU], experimental_config=config) as prof:
+        assert row_split.run(work, [0, 1]) == [0, 1]                     # one part here, one on the pool's thread
+    calls = sum(e.count for e in prof.key_averages() if e.key == "aten::mm")
+    assert every and calls == 10                                         # the calling thread's alone would be 5

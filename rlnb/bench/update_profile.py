@@ -1,7 +1,8 @@
 """Where the update's time goes: one GRPO update (forward, loss, backward, clipping, optimizer) under torch.profiler.
 
 The row parts' forwards and backwards run on two threads (``rlnb.models.row_split``): a phase's CPU total is
-the calling thread's wall time in it, and the operator table counts both threads' operators.
+the calling thread's wall time in it, and the operator table counts both threads' operators (torch.profiler records
+the calling thread's only unless asked: ``_all_threads``; the table's first line says which).
 
 ``python scripts/bench_vs_trl.py --profile docs/bench_vs_trl_profile.txt`` writes it after the benchmark, on the
 benchmark's own trainer (its settings, its weights by then); ``profile_update`` is the function. The phases are
@@ -59,19 +60,30 @@ def update_phases(updater, batch) -> dict:
     return {"loss": float(res.total.detach())}
 
 
+def _all_threads():
+    """(the profiler's config that records every thread's operators, whether it does): by default torch.profiler
+    records the calling thread's only, and the row parts run on two (``profile_all_threads``; older torch has no such option)."""
+    try:
+        return torch._C._profiler._ExperimentalConfig(profile_all_threads=True), True
+    except (TypeError, AttributeError):
+        return None, False
+
+
 def profile_update(trainer, *, repeats: int = 3, top: int = 25) -> str:
     """The profiler's table for ``repeats`` updates of ``trainer`` on fresh rollouts (rollouts not profiled):
     per phase, then the top operators by self CPU time, then the share of matmul operators."""
     batches = [trainer.advantager.step(trainer.rollout()) for _ in range(repeats + 1)]
     update_phases(trainer.updater, batches[0])                            # warm-up: AdamW allocates its state
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    config, every_thread = _all_threads()
+    with profile(activities=[ProfilerActivity.CPU], experimental_config=config) as prof:
         for b in batches[1:]:
             update_phases(trainer.updater, b)
     events = prof.key_averages()
     total = sum(e.self_cpu_time_total for e in events)
     lines = [f"torch.profiler, CPU, {repeats} GRPO updates (B={batches[0].B} rows) at the benchmark's settings; "
              f"threads={torch.get_num_threads()}; self CPU total {total / 1e3 / repeats:.1f} ms per update "
-             "(profiler overhead included)", "", "per phase (CPU total, ms per update):"]
+             f"(profiler overhead included); operators of {'every thread' if every_thread else 'this thread only'}",
+             "", "per phase (CPU total, ms per update):"]
     for e in events:
         if e.key in PHASES:
             lines.append(f"  {e.key:15s} {e.cpu_time_total / 1e3 / repeats:8.1f}")
